@@ -1,0 +1,56 @@
+"""所有章节测试共用的 fixture。steps.py 会把本文件复制进每一章的切片。
+
+- 在切片里运行时（MINISGL_SLICE_ROOT 已设置），先确认导入的 minisgl 来自切片，而不是仓库里的完整包；
+- 环境变量 MINISGL_STEP 是当前切片的章号（没有设置时表示完整的包）；
+  标了 ``@pytest.mark.until_chapter(n)`` 的测试只在第 n 章及以前的切片上运行。
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+FINAL = 10**9
+
+
+def current_step() -> int:
+    return int(os.environ.get("MINISGL_STEP", FINAL))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    root = os.environ.get("MINISGL_SLICE_ROOT")
+    if root:
+        import minisgl
+
+        here = os.path.realpath(minisgl.__file__)
+        if not here.startswith(os.path.realpath(root) + os.sep):
+            raise pytest.UsageError(f"minisgl 应该来自切片 {root}，实际来自 {here}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    step = current_step()
+    for item in items:
+        marker = item.get_closest_marker("until_chapter")
+        if marker is not None and step > int(marker.args[0]):
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"只对第 {marker.args[0]} 章及以前的切片成立（当前 {step}）"
+                )
+            )
+
+
+@pytest.fixture(scope="session")
+def models_dir(pytestconfig: pytest.Config) -> Path:
+    """内嵌模型所在目录（make_tiny_model.py --ensure 生成）。"""
+    path = pytestconfig.rootpath / "models"
+    if not (path / "tiny-qwen3" / "config.json").exists():
+        pytest.fail("没有找到内嵌模型：先运行 python tools/make_tiny_model.py --ensure")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model(models_dir: Path) -> Path:
+    """默认的内嵌小模型（Qwen3 结构、真实的 Qwen 词表、随机但不退化的权重）。"""
+    return models_dir / "tiny-qwen3"

@@ -1,0 +1,757 @@
+"""按章切片工具：minisgl/ 是唯一一份引擎源码，每一章的代码都从它切出来。
+
+一个文件的「归属章」是在 chapter.toml 的 new 里列出它的那一章；early 可以把后面章节的文件提前引入。
+后面章节对已有文件的增删用整行注释标记（详见 DESIGN §4）：
+
+    # >> ch11                 从这里开始的行，从第 11 章起才出现
+    ...
+    # << ch11
+    # ~~ ch08 < ch11          只在第 8～10 章出现的行，每行写成 '#~ <代码>'
+    #~ self.run_normal()
+    # ~~
+
+命令：list / stats N / tree N / build N --out DIR / diff N / check [N ...] / record N /
+run N|latest。
+其他工具（mkdocs 钩子、测试）直接 import 本模块使用其中的函数。
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime
+import difflib
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = "minisgl"
+INF = 10**9  # 「永远存在」的章号上界
+
+_OPEN_ADD = re.compile(r"^(\s*)# >> ch(\d+)\s*$")
+_CLOSE_ADD = re.compile(r"^(\s*)# << ch(\d+)\s*$")
+_OPEN_DEL = re.compile(r"^(\s*)# ~~ ch(\d+) < ch(\d+)\s*$")
+_CLOSE_DEL = re.compile(r"^(\s*)# ~~\s*$")
+_ANY_MARKER = re.compile(r"^\s*# ?(>>|<<|~~)")
+_DELETED_LINE = re.compile(r"^(\s*)#~(?: (.*))?$")
+
+
+class StepsError(Exception):
+    """切片、清单或标记出错；消息里写明文件和行号。"""
+
+
+@dataclass
+class Chapter:
+    number: int
+    slug: str
+    dir: Path
+    title: str
+    part: str
+    new: list[str]
+    early: list[str]
+    main: Path
+    tests: list[Path]
+    volatile: list[str] = field(default_factory=list)
+    model: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.number:02d}-{self.slug}"
+
+
+@dataclass
+class Excerpt:
+    path: str
+    qualname: str
+    start: int
+    end: int
+    code: str
+
+
+@dataclass
+class _Line:
+    text: str  # 切片里的样子（已去掉 '#~ '）
+    lo: int  # 从第 lo 章起出现
+    hi: int  # 到第 hi 章（不含）为止
+    source_line: int
+
+
+# ---------------------------------------------------------------- 章节清单
+
+
+def _chapters_dir() -> Path:
+    return REPO / "chapters"
+
+
+@functools.cache
+def load_chapters() -> list[Chapter]:
+    chapters: list[Chapter] = []
+    for d in sorted(_chapters_dir().iterdir()):
+        m = re.fullmatch(r"(\d\d)-([a-z0-9-]+)", d.name)
+        if not d.is_dir() or not m:
+            continue
+        toml_path = d / "chapter.toml"
+        if not toml_path.exists():
+            raise StepsError(f"{d.relative_to(REPO)}: 缺少 chapter.toml")
+        try:
+            data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as e:
+            raise StepsError(f"{toml_path.relative_to(REPO)}: {e}") from None
+        for key in ("title", "part", "new"):
+            if key not in data:
+                raise StepsError(f"{toml_path.relative_to(REPO)}: 缺少字段 {key!r}")
+        main = d / data.get("main", "main.py")
+        chapters.append(
+            Chapter(
+                number=int(m.group(1)),
+                slug=m.group(2),
+                dir=d,
+                title=data["title"],
+                part=data["part"],
+                new=list(data["new"]),
+                early=list(data.get("early", [])),
+                main=main,
+                tests=sorted(d.glob("test_*.py")),
+                volatile=list(data.get("volatile", [])),
+                model=data.get("model", ""),
+            )
+        )
+    numbers = [c.number for c in chapters]
+    if len(set(numbers)) != len(numbers):
+        raise StepsError(f"章号重复：{numbers}")
+    if not chapters:
+        raise StepsError("chapters/ 下没有任何章节")
+    return chapters
+
+
+def reset_caches() -> None:
+    """REPO 或文件内容变化后（测试里）清空缓存。"""
+    for f in (load_chapters, _homes, _parsed):
+        f.cache_clear()
+
+
+def get_chapter(n: int) -> Chapter:
+    for c in load_chapters():
+        if c.number == n:
+            return c
+    raise StepsError(f"没有第 {n} 章（已有：{[c.number for c in load_chapters()]}）")
+
+
+def latest_chapter() -> int:
+    return load_chapters()[-1].number
+
+
+@functools.cache
+def _homes() -> dict[str, tuple[int, int]]:
+    """每个文件 → (首次出现的章, 归属章)。"""
+    home: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for c in load_chapters():
+        for rel in c.new:
+            if rel in home:
+                raise StepsError(
+                    f"chapters/{c.label}/chapter.toml: {rel} 已经是第 {home[rel]} 章的新文件"
+                )
+            home[rel] = c.number
+        for rel in c.early:
+            if rel in first:
+                raise StepsError(f"chapters/{c.label}/chapter.toml: {rel} 被重复提前引入")
+            first[rel] = c.number
+    for rel, ch in first.items():
+        if rel not in home:
+            raise StepsError(f"{rel} 被第 {ch} 章提前引入，但没有任何一章把它列为 new")
+        if ch >= home[rel]:
+            raise StepsError(f"{rel} 在第 {ch} 章「提前」引入，但它的归属章是第 {home[rel]} 章")
+    for rel in home:
+        if not (REPO / PACKAGE / rel).is_file():
+            raise StepsError(f"清单里的 {PACKAGE}/{rel} 不存在（第 {home[rel]} 章）")
+    on_disk = {
+        p.relative_to(REPO / PACKAGE).as_posix()
+        for p in (REPO / PACKAGE).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
+    orphans = sorted(on_disk - set(home))
+    if orphans:
+        raise StepsError(f"这些文件没有归属章（在某章 chapter.toml 的 new 里列出它们）：{orphans}")
+    return {rel: (min(h, first.get(rel, h)), h) for rel, h in home.items()}
+
+
+# ---------------------------------------------------------------- 标记解析与切片
+
+
+def parse_markers(text: str, path: str, first: int, known: set[int]) -> list[_Line]:
+    """把带标记的源文件解析成「行 + 出现区间」；标记不合法时抛出 StepsError。"""
+    out: list[_Line] = []
+    # 栈里每项：(种类, lo, hi, 开始行号, 开始章)
+    stack: list[tuple[str, int, int, int, int]] = []
+
+    def err(lineno: int, msg: str) -> StepsError:
+        return StepsError(f"{path}:{lineno}: {msg}")
+
+    def chapter(lineno: int, n: int) -> int:
+        if n not in known:
+            raise err(lineno, f"未知的章 ch{n:02d}（已有：{sorted(known)}）")
+        return n
+
+    for lineno, line in enumerate(text.splitlines(), 1):
+        lo = max([first] + [s[1] for s in stack])
+        hi = min([INF] + [s[2] for s in stack])
+        in_deleted = bool(stack) and stack[-1][0] == "del"
+        if m := _OPEN_ADD.match(line):
+            n = chapter(lineno, int(m.group(2)))
+            if in_deleted:
+                raise err(lineno, "删除块（# ~~）里不能再嵌套标记")
+            if n <= lo:
+                where = "所在文件的起始章" if not stack else "外层标记"
+                raise err(lineno, f"'# >> ch{n:02d}' 不晚于{where}（第 {lo} 章），这个标记没有意义")
+            stack.append(("add", n, hi, lineno, n))
+        elif m := _CLOSE_ADD.match(line):
+            n = int(m.group(2))
+            if not stack or stack[-1][0] != "add":
+                raise err(lineno, f"'# << ch{n:02d}' 没有对应的 '# >> ch{n:02d}'")
+            if stack[-1][4] != n:
+                raise err(
+                    lineno,
+                    f"'# << ch{n:02d}' 与第 {stack[-1][3]} 行的 '# >> ch{stack[-1][4]:02d}' 不匹配",
+                )
+            stack.pop()
+        elif m := _OPEN_DEL.match(line):
+            a, b = chapter(lineno, int(m.group(2))), chapter(lineno, int(m.group(3)))
+            if in_deleted:
+                raise err(lineno, "删除块（# ~~）里不能再嵌套标记")
+            if b <= a:
+                raise err(lineno, f"'# ~~ ch{a:02d} < ch{b:02d}'：结束章必须晚于开始章")
+            if a < lo:
+                raise err(lineno, f"'# ~~ ch{a:02d} < …' 早于这段代码出现的第 {lo} 章")
+            if b > hi:
+                raise err(lineno, f"'# ~~ … < ch{b:02d}' 晚于外层标记的结束章 {hi}")
+            stack.append(("del", a, b, lineno, a))
+        elif _CLOSE_DEL.match(line):
+            if not in_deleted:
+                raise err(lineno, "'# ~~' 没有对应的 '# ~~ chA < chB'")
+            stack.pop()
+        elif _ANY_MARKER.match(line):
+            raise err(lineno, f"无法识别的标记：{line.strip()!r}")
+        elif in_deleted:
+            m = _DELETED_LINE.match(line)
+            if m is None:
+                if line.strip():
+                    raise err(lineno, "删除块里的每一行都要写成 '#~ <代码>'")
+                out.append(_Line("", lo, hi, lineno))
+            else:
+                out.append(_Line(m.group(1) + (m.group(2) or ""), lo, hi, lineno))
+        else:
+            if _DELETED_LINE.match(line):
+                raise err(lineno, "'#~' 行只能出现在删除块（# ~~ chA < chB … # ~~）里")
+            out.append(_Line(line, lo, hi, lineno))
+    if stack:
+        kind, _, _, lineno, n = stack[-1]
+        opener = f"# >> ch{n:02d}" if kind == "add" else "# ~~"
+        raise err(lineno, f"'{opener}' 直到文件末尾都没有闭合")
+    return out
+
+
+@functools.cache
+def _parsed(rel: str) -> tuple[_Line, ...]:
+    first, _ = _homes()[rel]
+    path = REPO / PACKAGE / rel
+    known = {c.number for c in load_chapters()}
+    return tuple(parse_markers(path.read_text(encoding="utf-8"), f"{PACKAGE}/{rel}", first, known))
+
+
+def _slice_lines(rel: str, n: int) -> list[_Line] | None:
+    first, _ = _homes()[rel]
+    if n < first:
+        return None
+    return [ln for ln in _parsed(rel) if ln.lo <= n < ln.hi]
+
+
+def slice_text(rel: str, n: int) -> str | None:
+    """文件在第 n 章时的样子（标记已去掉）；这一章还没有这个文件时返回 None。"""
+    if rel not in _homes():
+        raise StepsError(f"{PACKAGE}/{rel} 不在任何一章的清单里")
+    lines = _slice_lines(rel, n)
+    if lines is None:
+        return None
+    return "".join(ln.text + "\n" for ln in lines)
+
+
+def files_at(n: int) -> list[str]:
+    return sorted(rel for rel, (first, _) in _homes().items() if first <= n)
+
+
+@dataclass
+class Status:
+    total: list[str]
+    new: list[str]
+    modified: list[str]
+    early: list[str]
+
+
+def status(n: int) -> Status:
+    c = get_chapter(n)
+    before = set(files_at(n - 1)) if n > 1 else set()
+    modified = [
+        rel for rel in files_at(n) if rel in before and slice_text(rel, n) != slice_text(rel, n - 1)
+    ]
+    return Status(total=files_at(n), new=list(c.new), modified=modified, early=list(c.early))
+
+
+def stats_line(n: int) -> str:
+    s = status(n)
+    return (
+        f"到这一章为止的文件：{len(s.total)} 个"
+        f"（新建 {len(s.new)}，修改 {len(s.modified)}，提前引入 {len(s.early)}）"
+    )
+
+
+def new_files_line(n: int) -> str:
+    s = status(n)
+    parts = [f"本章要写的文件：{'、'.join(s.new)}。" if s.new else "本章没有新文件。"]
+    if s.modified:
+        parts.append(f"要修改的文件：{'、'.join(s.modified)}。")
+    if s.early:
+        parts.append(f"提前引入：{'、'.join(s.early)}。")
+    return "".join(parts)
+
+
+def tree_text(n: int) -> str:
+    """像种子章节那样的文件树：有变化的目录展开并标出新建/修改，其余目录折叠成一行。"""
+    s = status(n)
+    marks = {rel: "  ← 本章新建" for rel in s.new}
+    marks.update({rel: "  ← 本章修改" for rel in s.modified})
+    marks.update({rel: "  ← 提前引入" for rel in s.early})
+    order = {rel: i for i, rel in enumerate(s.new + s.early)}
+    lines = [f"{PACKAGE}/"]
+
+    def walk(prefix: str, files: list[str], indent: str) -> None:
+        here = [f for f in files if "/" not in f[len(prefix) :]]
+        subdirs = sorted({f[len(prefix) :].split("/")[0] for f in files if f not in here})
+
+        def key(f: str) -> tuple[int, int, str]:
+            name = f[len(prefix) :]
+            if name == "__init__.py":
+                return (0, 0, name)
+            if f in order and f not in s.modified:
+                return (2, order[f], name)  # 本章新出现的文件排在后面，按清单顺序
+            return (1, 0, name)
+
+        for f in sorted(here, key=key):
+            lines.append(f"{indent}├── {f[len(prefix) :]}{marks.get(f, '')}")
+        for d in subdirs:
+            inside = [f for f in files if f.startswith(f"{prefix}{d}/")]
+            if any(f in marks for f in inside):
+                lines.append(f"{indent}├── {d}/")
+                walk(f"{prefix}{d}/", inside, indent + "│   ")
+            else:
+                lines.append(f"{indent}├── {d}/  （{len(inside)} 个文件，不变）")
+
+    walk("", s.total, "")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- 摘录
+
+
+def excerpt_text(text: str, qualname: str, label: str) -> Excerpt:
+    """按限定名（如 "Registry.register"）从源码里取出一段；qualname 为空时取整个文件。"""
+    lines = text.splitlines()
+    if not qualname:
+        return Excerpt(label, "", 1, len(lines), text.rstrip("\n") + "\n")
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as e:
+        raise StepsError(f"{label}:{e.lineno}: 无法解析：{e.msg}") from None
+    body: list[ast.stmt] = tree.body
+    node: ast.AST | None = None
+    for part in qualname.split("."):
+        node = None
+        for stmt in body:
+            if _defines(stmt, part):
+                node = stmt
+        if node is None:
+            raise StepsError(f"{label}: 找不到 {qualname!r}（缺少 {part!r}）")
+        body = getattr(node, "body", [])
+    assert node is not None
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    end = node.end_lineno or node.lineno
+    code = textwrap.dedent("\n".join(lines[start - 1 : end])) + "\n"
+    return Excerpt(label, qualname, start, end, code)
+
+
+def _defines(stmt: ast.stmt, name: str) -> bool:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return stmt.name == name
+    if isinstance(stmt, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+    if isinstance(stmt, ast.AnnAssign):
+        return isinstance(stmt.target, ast.Name) and stmt.target.id == name
+    return False
+
+
+def excerpt(n: int, rel: str, qualname: str) -> Excerpt:
+    text = slice_text(rel, n)
+    if text is None:
+        raise StepsError(f"第 {n} 章还没有 {PACKAGE}/{rel}")
+    return excerpt_text(text, qualname, f"{PACKAGE}/{rel}")
+
+
+# ---------------------------------------------------------------- 构建切片
+
+
+def build(n: int, out: Path) -> Path:
+    """把第 n 章的切片、这一章的 main 和测试写到 out 下；返回 out。"""
+    c = get_chapter(n)
+    if out.exists():
+        shutil.rmtree(out)
+    for rel in files_at(n):
+        text = slice_text(rel, n)
+        assert text is not None
+        dst = out / PACKAGE / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_text(text, encoding="utf-8")
+    chapter_out = out / "chapters" / c.dir.name
+    chapter_out.mkdir(parents=True)
+    for p in [c.main, *c.tests, c.dir / "chapter.toml"]:
+        shutil.copy2(p, chapter_out / p.name)
+    shutil.copy2(_chapters_dir() / "conftest.py", out / "chapters" / "conftest.py")
+    shutil.copy2(REPO / "pyproject.toml", out / "pyproject.toml")  # pytest 配置
+    (out / "models").symlink_to(REPO / "models", target_is_directory=True)
+    return out
+
+
+def compile_slice(n: int) -> None:
+    """切片里的每个 .py 文件都必须能 compile()；出错时同时给出切片行号和源文件行号。"""
+    for rel in files_at(n):
+        if not rel.endswith(".py"):
+            continue
+        lines = _slice_lines(rel, n)
+        assert lines is not None
+        text = "".join(ln.text + "\n" for ln in lines)
+        try:
+            compile(text, f"{PACKAGE}/{rel}", "exec")
+        except SyntaxError as e:
+            src = lines[e.lineno - 1].source_line if e.lineno and e.lineno <= len(lines) else "?"
+            raise StepsError(
+                f"{PACKAGE}/{rel}:{src}: 第 {n} 章的切片无法编译（切片第 {e.lineno} 行）：{e.msg}"
+            ) from None
+
+
+def validate() -> None:
+    """检查所有清单和所有文件的标记（不编译）。"""
+    for rel in _homes():
+        _parsed(rel)
+
+
+def _slice_env(root: Path, n: int, device: str | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(root)
+    env["MINISGL_STEP"] = str(n)
+    env["MINISGL_SLICE_ROOT"] = str(root)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["HF_HUB_OFFLINE"] = "1"
+    env["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    if device:
+        env["MINISGL_DEVICE"] = device
+    return env
+
+
+# 先确认 minisgl 来自切片，再以 __main__ 身份运行 main
+_RUN_MAIN = (
+    "import os, runpy, sys; root = os.environ['MINISGL_SLICE_ROOT']; sys.path.insert(0, root); "
+    "import minisgl; f = os.path.realpath(minisgl.__file__); "
+    "assert f.startswith(os.path.realpath(root) + os.sep), f'minisgl 不是来自切片：{f}'; "
+    "sys.argv = [sys.argv[1]]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+# 在只有切片的解释器里导入切片中的每一个模块
+_IMPORT_ALL = (
+    "import importlib, os, sys; root = os.path.realpath(os.environ['MINISGL_SLICE_ROOT']); "
+    "mods = sys.argv[1:]; "
+    "[importlib.import_module(m) for m in mods]; "
+    "src = lambda m: os.path.realpath(sys.modules[m].__file__); "
+    "bad = [m for m in mods if not src(m).startswith(root + os.sep)]; "
+    "assert not bad, f'这些模块不是来自切片：{bad}'; print(f'导入 {len(mods)} 个模块')"
+)
+
+
+def _module_names(n: int) -> list[str]:
+    mods = []
+    for rel in files_at(n):
+        if rel.endswith(".py"):
+            parts = rel[:-3].split("/")
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            mods.append(".".join([PACKAGE, *parts]))
+    return mods
+
+
+def run_main(n: int, root: Path, device: str | None, timeout: int = 600) -> tuple[int, str]:
+    c = get_chapter(n)
+    main = root / "chapters" / c.dir.name / c.main.name
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUN_MAIN, str(main.relative_to(root))],
+        cwd=root,
+        env=_slice_env(root, n, device),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
+    return proc.returncode, proc.stdout
+
+
+def _ensure_models() -> None:
+    subprocess.run(
+        [sys.executable, str(REPO / "tools" / "make_tiny_model.py"), "--ensure", "--quiet"],
+        check=True,
+    )
+
+
+def check(numbers: list[int], keep: bool = False) -> bool:
+    """逐章检查：标记、编译、只用切片的导入、main、测试、CPU 录制是否最新。"""
+    validate()
+    _ensure_models()
+    ok = True
+    for n in numbers:
+        c = get_chapter(n)
+        print(f"== 第 {n} 章 {c.title}", flush=True)
+        root = Path(tempfile.mkdtemp(prefix=f"minisgl-ch{n:02d}-"))
+        try:
+            compile_slice(n)
+            build(n, root)
+            env = _slice_env(root, n, "cpu")
+            mods = _module_names(n)
+            r = subprocess.run(
+                [sys.executable, "-c", _IMPORT_ALL, *mods],
+                cwd=root,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            _step(f"切片导入（{len(mods)} 个模块）", r.returncode == 0, r.stdout + r.stderr)
+            code, output = run_main(n, root, "cpu")
+            _step("main（cpu）", code == 0, output)
+            rec = c.dir / "output.cpu.txt"
+            if rec.exists():
+                problems = _compare_recording(c, output)
+                _step("CPU 录制与本次输出一致", not problems, problems)
+            else:
+                _step(
+                    "CPU 录制存在", False, f"缺少 {rec.relative_to(REPO)}：运行 steps.py record {n}"
+                )
+            r = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", f"chapters/{c.dir.name}"],
+                cwd=root,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            tail = "\n".join(r.stdout.strip().splitlines()[-1:])
+            _step(f"测试（{tail}）", r.returncode == 0, r.stdout)
+        except (StepsError, _StepFailed) as e:
+            print(f"   ✗ {e}", flush=True)
+            ok = False
+        finally:
+            if keep:
+                print(f"   切片保留在 {root}")
+            else:
+                shutil.rmtree(root, ignore_errors=True)
+    return ok
+
+
+class _StepFailed(Exception):
+    pass
+
+
+def _step(what: str, passed: bool, detail: str) -> None:
+    if passed:
+        print(f"   ✓ {what}", flush=True)
+        return
+    print(textwrap.indent(detail.rstrip()[-6000:], "     | "), flush=True)
+    raise _StepFailed(what)
+
+
+# ---------------------------------------------------------------- 录制运行结果
+
+_HEADER_KEYS = ["命令", "设备", "模型", "torch", "Python", "日期"]
+_HEADER_END = "# ---"
+# 计时类数字随机器和负载变化，比较录制时统一替换
+_TIMINGS = re.compile(r"\d+(?:\.\d+)?\s*(?:ms|µs|us|s|秒|毫秒|微秒)(?![A-Za-z])")
+
+
+def normalize(text: str, volatile: list[str]) -> str:
+    for pattern in volatile:
+        text = re.sub(pattern, "<…>", text)
+    text = _TIMINGS.sub("<t>", text)
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+def _compare_recording(c: Chapter, output: str) -> str:
+    _, body = read_recording(c.number, "cpu")
+    want, got = normalize(body, c.volatile), normalize(output, c.volatile)
+    if want == got:
+        return ""
+    diff = difflib.unified_diff(
+        want.splitlines(), got.splitlines(), "录制（output.cpu.txt）", "本次运行", lineterm=""
+    )
+    body = "\n".join(diff)
+    return f"CPU 录制已过时（运行 steps.py record {c.number} 重新录制）：\n{body}"
+
+
+_PROBE = (
+    "import platform, torch; from minisgl.utils.device import pick_device, device_summary; "
+    "d = pick_device(); print(device_summary(d)); print(torch.__version__); "
+    "print(platform.python_version())"
+)
+
+
+def record(n: int, device: str) -> Path:
+    c = get_chapter(n)
+    _ensure_models()
+    root = Path(tempfile.mkdtemp(prefix=f"minisgl-rec{n:02d}-"))
+    try:
+        build(n, root)
+        probe = subprocess.run(
+            [sys.executable, "-c", _PROBE],
+            cwd=root,
+            env=_slice_env(root, n, device),
+            capture_output=True,
+            text=True,
+        )
+        if probe.returncode != 0:
+            raise StepsError(f"无法探测设备 {device}：\n{probe.stderr}")
+        dev, torch_version, py_version = probe.stdout.strip().splitlines()[-3:]
+        code, output = run_main(n, root, device)
+        if code != 0:
+            raise StepsError(f"第 {n} 章的 main 在 {device} 上失败：\n{output[-4000:]}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    header = {
+        "命令": f"python chapters/{c.dir.name}/{c.main.name}",
+        "设备": dev,
+        "模型": c.model or "（本章不加载模型）",
+        "torch": torch_version,
+        "Python": py_version,
+        "日期": datetime.date.today().isoformat(),
+    }
+    kind = "cpu" if device == "cpu" else "cuda" if device.startswith("cuda") else device
+    path = c.dir / f"output.{kind}.txt"
+    head = "".join(f"# {k}：{header[k]}\n" for k in _HEADER_KEYS)
+    path.write_text(f"{head}{_HEADER_END}\n{output.rstrip()}\n", encoding="utf-8")
+    return path
+
+
+def read_recording(n: int, kind: str = "cpu") -> tuple[dict[str, str], str]:
+    c = get_chapter(n)
+    path = c.dir / f"output.{kind}.txt"
+    if not path.exists():
+        raise StepsError(f"缺少录制 {path.relative_to(REPO)}（运行 steps.py record {n}）")
+    text = path.read_text(encoding="utf-8")
+    head, sep, body = text.partition(_HEADER_END + "\n")
+    if not sep:
+        raise StepsError(f"{path.relative_to(REPO)}: 没有 '{_HEADER_END}' 分隔的头部")
+    header: dict[str, str] = {}
+    for line in head.splitlines():
+        key, _, value = line.removeprefix("# ").partition("：")
+        header[key] = value
+    missing = [k for k in _HEADER_KEYS if k not in header]
+    if missing:
+        raise StepsError(f"{path.relative_to(REPO)}: 头部缺少 {missing}")
+    return header, body
+
+
+# ---------------------------------------------------------------- diff / 命令行
+
+
+def diff(n: int) -> str:
+    out: list[str] = []
+    s = status(n)
+    for rel in s.new + s.early:
+        text = slice_text(rel, n) or ""
+        out.append(f"新建 {PACKAGE}/{rel}（{len(text.splitlines())} 行）")
+    for rel in s.modified:
+        old = (slice_text(rel, n - 1) or "").splitlines()
+        new = (slice_text(rel, n) or "").splitlines()
+        name = f"{PACKAGE}/{rel}"
+        out.extend(
+            difflib.unified_diff(
+                old, new, f"{name}（第 {n - 1} 章）", f"{name}（第 {n} 章）", lineterm=""
+            )
+        )
+    return "\n".join(out)
+
+
+def _parse_chapter(s: str) -> int:
+    return latest_chapter() if s == "latest" else int(s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="steps.py", description="按章切片、检查与录制")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="列出所有章节")
+    for name in ("stats", "tree", "diff"):
+        sub.add_parser(name).add_argument("n", type=_parse_chapter)
+    b = sub.add_parser("build", help="写出第 N 章的切片")
+    b.add_argument("n", type=_parse_chapter)
+    b.add_argument("--out", type=Path, required=True)
+    c = sub.add_parser("check", help="逐章检查（默认全部）")
+    c.add_argument("n", nargs="*", type=_parse_chapter)
+    c.add_argument("--keep", action="store_true", help="保留临时切片目录")
+    r = sub.add_parser("record", help="重新运行 main 并录制输出")
+    r.add_argument("n", type=_parse_chapter)
+    r.add_argument("--device", default="cpu")
+    r.add_argument("--verify", action="store_true", help="只比较 CPU 录制是否最新")
+    sub.add_parser("run", help="用完整的包运行某章的 main").add_argument("n", type=_parse_chapter)
+    args = p.parse_args(argv)
+    try:
+        if args.cmd == "list":
+            part = None
+            for ch in load_chapters():
+                if ch.part != part:
+                    print(ch.part)
+                    part = ch.part
+                print(f"  {ch.number:02d} {ch.title}  （{len(ch.new)} 个新文件）")
+        elif args.cmd == "stats":
+            print(stats_line(args.n))
+        elif args.cmd == "tree":
+            print(tree_text(args.n))
+        elif args.cmd == "diff":
+            print(diff(args.n))
+        elif args.cmd == "build":
+            validate()
+            compile_slice(args.n)
+            print(build(args.n, args.out))
+        elif args.cmd == "check":
+            return 0 if check(args.n or [ch.number for ch in load_chapters()], args.keep) else 1
+        elif args.cmd == "record":
+            if args.verify:
+                return 0 if check([args.n]) else 1
+            print(f"已写入 {record(args.n, args.device).relative_to(REPO)}")
+        elif args.cmd == "run":
+            ch = get_chapter(args.n)
+            env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
+            _ensure_models()
+            return subprocess.run([sys.executable, str(ch.main)], cwd=REPO, env=env).returncode
+    except StepsError as e:
+        print(f"错误：{e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""steps.py 自己的测试：标记语法、错误信息、切片、统计、文件树、摘录、录制头部。"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import steps  # noqa: E402
+from steps import StepsError, parse_markers  # noqa: E402
+
+KNOWN = {1, 2, 3, 5}
+
+
+def sliced(text: str, n: int, first: int = 1) -> str:
+    lines = parse_markers(textwrap.dedent(text), "x.py", first, KNOWN)
+    return "".join(ln.text + "\n" for ln in lines if ln.lo <= n < ln.hi)
+
+
+def test_add_and_remove_blocks() -> None:
+    src = """\
+    def f():
+        x = 1
+        # >> ch03
+        x += 2
+        # << ch03
+        # ~~ ch01 < ch03
+        #~ return x
+        # ~~
+        # >> ch03
+        return x * 10
+        # << ch03
+    """
+    assert sliced(src, 1) == "def f():\n    x = 1\n    return x\n"
+    assert sliced(src, 2) == sliced(src, 1)
+    assert sliced(src, 3) == "def f():\n    x = 1\n    x += 2\n    return x * 10\n"
+    assert sliced(src, 5) == sliced(src, 3)
+
+
+def test_nested_blocks_take_the_intersection() -> None:
+    src = """\
+    a = 0
+    # >> ch02
+    b = 1
+    # ~~ ch02 < ch05
+    #~ c = 2
+    # ~~
+    # << ch02
+    """
+    assert sliced(src, 1) == "a = 0\n"
+    assert sliced(src, 2) == "a = 0\nb = 1\nc = 2\n"
+    assert sliced(src, 5) == "a = 0\nb = 1\n"
+
+
+@pytest.mark.parametrize(
+    ("src", "message", "line"),
+    [
+        ("# >> ch02\nx = 1\n", "直到文件末尾都没有闭合", 1),
+        ("x = 1\n# << ch02\n", "没有对应的", 2),
+        ("# >> ch02\nx = 1\n# << ch03\n", "不匹配", 3),
+        ("# >> ch04\nx = 1\n# << ch04\n", "未知的章 ch04", 1),
+        ("# ~~ ch03 < ch03\n#~ x = 1\n# ~~\n", "结束章必须晚于开始章", 1),
+        ("# ~~ ch03 < ch02\n#~ x = 1\n# ~~\n", "结束章必须晚于开始章", 1),
+        ("# ~~ ch01 < ch03\nx = 1\n# ~~\n", "都要写成 '#~ <代码>'", 2),
+        ("x = 1\n#~ y = 2\n", "只能出现在删除块", 2),
+        ("# ~~\n", "没有对应的 '# ~~ chA < chB'", 1),
+        ("# >>ch02\n", "无法识别的标记", 1),
+        ("# ~~ ch01 < ch03\n# >> ch02\n# << ch02\n# ~~\n", "不能再嵌套", 2),
+    ],
+)
+def test_malformed_markers_name_file_and_line(src: str, message: str, line: int) -> None:
+    with pytest.raises(StepsError) as e:
+        parse_markers(src, "minisgl/x.py", 1, KNOWN)
+    assert message in str(e.value)
+    assert str(e.value).startswith(f"minisgl/x.py:{line}:")
+
+
+def test_marker_before_or_at_home_chapter_is_rejected() -> None:
+    with pytest.raises(StepsError, match="不晚于所在文件的起始章"):
+        parse_markers("# >> ch02\nx = 1\n# << ch02\n", "minisgl/x.py", 3, KNOWN)
+    with pytest.raises(StepsError, match="早于这段代码出现的第 3 章"):
+        parse_markers("# ~~ ch02 < ch05\n#~ x = 1\n# ~~\n", "minisgl/x.py", 3, KNOWN)
+    with pytest.raises(StepsError, match="不晚于外层标记"):
+        parse_markers("# >> ch03\n# >> ch02\n# << ch02\n# << ch03\n", "m.py", 1, KNOWN)
+
+
+def test_excerpt_by_qualname() -> None:
+    text = textwrap.dedent(
+        """\
+        import os
+
+        class A:
+            x: int = 1
+
+            @staticmethod
+            def f() -> int:
+                return 1
+
+        B = A()
+        """
+    )
+    ex = steps.excerpt_text(text, "A.f", "m.py")
+    assert (ex.start, ex.end) == (6, 8)
+    assert ex.code == "@staticmethod\ndef f() -> int:\n    return 1\n"
+    assert steps.excerpt_text(text, "B", "m.py").code == "B = A()\n"
+    assert steps.excerpt_text(text, "", "m.py").end == 10
+    with pytest.raises(StepsError, match="找不到 'A.g'"):
+        steps.excerpt_text(text, "A.g", "m.py")
+
+
+# ---------------------------------------------------------------- 一个迷你仓库
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    write(
+        tmp_path / "chapters/01-one/chapter.toml",
+        'title = "一"\npart = "P"\nnew = ["__init__.py", "a.py"]\n',
+    )
+    write(
+        tmp_path / "chapters/02-two/chapter.toml",
+        'title = "二"\npart = "P"\nnew = ["sub/__init__.py", "sub/b.py"]\nearly = ["c.py"]\n',
+    )
+    write(tmp_path / "chapters/03-three/chapter.toml", 'title = "三"\npart = "P"\nnew = ["c.py"]\n')
+    write(tmp_path / "minisgl/__init__.py", '"""包。"""\n')
+    write(
+        tmp_path / "minisgl/a.py",
+        """\
+        def f() -> int:
+            # ~~ ch01 < ch02
+            #~ return 1
+            # ~~
+            # >> ch02
+            return 2
+            # << ch02
+        """,
+    )
+    write(tmp_path / "minisgl/sub/__init__.py", "")
+    write(tmp_path / "minisgl/sub/b.py", "B = 1\n")
+    write(tmp_path / "minisgl/c.py", "C = 1\n# >> ch03\nD = 2\n# << ch03\n")
+    monkeypatch.setattr(steps, "REPO", tmp_path)
+    steps.reset_caches()
+    yield tmp_path
+    steps.reset_caches()
+
+
+def test_stats_tree_and_diff(repo: Path) -> None:
+    assert steps.stats_line(1) == "到这一章为止的文件：2 个（新建 2，修改 0，提前引入 0）"
+    assert steps.stats_line(2) == "到这一章为止的文件：5 个（新建 2，修改 1，提前引入 1）"
+    assert steps.stats_line(3) == "到这一章为止的文件：5 个（新建 1，修改 1，提前引入 0）"
+    assert steps.tree_text(2).splitlines() == [
+        "minisgl/",
+        "├── __init__.py",
+        "├── a.py  ← 本章修改",
+        "├── c.py  ← 提前引入",
+        "├── sub/",
+        "│   ├── __init__.py  ← 本章新建",
+        "│   ├── b.py  ← 本章新建",
+    ]
+    assert "├── sub/  （2 个文件，不变）" in steps.tree_text(3)
+    assert steps.new_files_line(2) == (
+        "本章要写的文件：sub/__init__.py、sub/b.py。要修改的文件：a.py。提前引入：c.py。"
+    )
+    d = steps.diff(2)
+    assert "-    return 1" in d and "+    return 2" in d
+
+
+def test_slices(repo: Path) -> None:
+    assert steps.slice_text("c.py", 1) is None
+    assert steps.slice_text("c.py", 2) == "C = 1\n"
+    assert steps.slice_text("c.py", 3) == "C = 1\nD = 2\n"
+    assert steps.files_at(1) == ["__init__.py", "a.py"]
+    ex = steps.excerpt(2, "a.py", "f")
+    assert ex.code == "def f() -> int:\n    return 2\n" and ex.path == "minisgl/a.py"
+    with pytest.raises(StepsError, match="第 1 章还没有 minisgl/c.py"):
+        steps.excerpt(1, "c.py", "")
+
+
+def test_build_writes_the_slice(repo: Path, tmp_path: Path) -> None:
+    write(repo / "chapters/02-two/main.py", "print('hi')\n")
+    write(repo / "chapters/02-two/test_ch02_x.py", "def test_x():\n    assert True\n")
+    write(repo / "chapters/conftest.py", "")
+    write(repo / "pyproject.toml", "")
+    steps.reset_caches()
+    out = steps.build(2, tmp_path / "out")
+    assert (out / "minisgl/a.py").read_text() == "def f() -> int:\n    return 2\n"
+    assert (out / "minisgl/c.py").read_text() == "C = 1\n"
+    assert (out / "chapters/02-two/test_ch02_x.py").exists()
+    assert not (out / "minisgl/sub/__pycache__").exists()
+
+
+def test_slice_that_does_not_compile_names_the_source_line(repo: Path) -> None:
+    write(
+        repo / "minisgl/a.py",
+        """\
+        def f() -> int:
+            # >> ch02
+            return 2
+            # << ch02
+        """,
+    )
+    steps.reset_caches()
+    with pytest.raises(
+        StepsError, match=r"minisgl/a.py:\?: 第 1 章的切片无法编译|minisgl/a.py:1: 第 1 章"
+    ):
+        steps.compile_slice(1)
+    steps.compile_slice(2)
+
+
+def test_manifest_errors(repo: Path) -> None:
+    write(repo / "minisgl/orphan.py", "")
+    steps.reset_caches()
+    with pytest.raises(StepsError, match="没有归属章.*orphan.py"):
+        steps.validate()
+    (repo / "minisgl/orphan.py").unlink()
+    write(
+        repo / "chapters/03-three/chapter.toml",
+        'title = "三"\npart = "P"\nnew = ["c.py", "a.py"]\n',
+    )
+    steps.reset_caches()
+    with pytest.raises(StepsError, match="a.py 已经是第 1 章的新文件"):
+        steps.validate()
+    write(
+        repo / "chapters/03-three/chapter.toml",
+        'title = "三"\npart = "P"\nnew = ["c.py", "zz.py"]\n',
+    )
+    steps.reset_caches()
+    with pytest.raises(StepsError, match="minisgl/zz.py 不存在"):
+        steps.validate()
+
+
+def test_recording_header_and_normalization(repo: Path) -> None:
+    write(repo / "chapters/01-one/output.cpu.txt", "# 命令：x\n# 设备：cpu\n# ---\nhi\n")
+    steps.reset_caches()
+    with pytest.raises(StepsError, match="头部缺少"):
+        steps.read_recording(1)
+    head = "".join(f"# {k}：v\n" for k in steps._HEADER_KEYS)
+    write(repo / "chapters/01-one/output.cpu.txt", head + "# ---\n用时 1.25s，3 毫秒\n")
+    header, body = steps.read_recording(1)
+    assert header["设备"] == "v" and body == "用时 1.25s，3 毫秒\n"
+    assert steps.normalize(body, []) == steps.normalize("用时 9.5 s，12 毫秒", [])
+    assert steps.normalize("内存 3.2 GiB", [r"\d+\.\d GiB"]) == "内存 <…>"
