@@ -622,7 +622,8 @@ _PROBE = (
 
 def record(n: int, device: str) -> Path:
     c = get_chapter(n)
-    _ensure_models()
+    if c.model:  # 不加载模型的章节不需要生成模型（GPU 机器上也许没有生成所需的包）
+        _ensure_models()
     root = Path(tempfile.mkdtemp(prefix=f"minisgl-rec{n:02d}-"))
     try:
         build(n, root)
