@@ -1,0 +1,19 @@
+"""错误答案：没检查 rank 的范围，rank=-1 或 rank=tp_size 时返回了不存在的头。"""
+
+from __future__ import annotations
+
+
+def shard_heads(num_heads: int, tp_size: int, allow_replicate: bool = False) -> tuple[int, int]:
+    if num_heads < 1 or tp_size < 1:
+        raise ValueError(f"头数和 tp_size 都必须 >= 1，得到 {num_heads}, {tp_size}")
+    if num_heads % tp_size == 0:
+        return num_heads // tp_size, 1
+    if allow_replicate and tp_size > num_heads and tp_size % num_heads == 0:
+        return 1, tp_size // num_heads
+    raise ValueError(f"{num_heads} 个头无法均分到 {tp_size} 个 rank 上")
+
+
+def heads_of_rank(num_heads: int, tp_size: int, rank: int, allow_replicate: bool = False) -> range:
+    per_rank, replicas = shard_heads(num_heads, tp_size, allow_replicate)  # 错在这里：rank 没检查
+    start = (rank // replicas) * per_rank
+    return range(start, start + per_rank)
