@@ -372,11 +372,9 @@ def llama_config() -> dict[str, Any]:
     return _sorted(cfg)
 
 
-def qwen3_moe_config() -> dict[str, Any]:
-    """小 Qwen3-MoE：每层都是 MoE（decoder_sparse_step 1），4 个专家选 2 个，
-    top-k 权重重新归一化（norm_topk_prob）。
-    """
-    cfg = qwen3_config(
+def tiny_qwen3_config() -> dict[str, Any]:
+    """默认内嵌模型：hidden 64、2 层、4 头 / 2 个 KV 头、head_dim 32，词表绑定，float32。"""
+    return qwen3_config(
         hidden=64,
         layers=2,
         heads=4,
@@ -387,6 +385,13 @@ def qwen3_moe_config() -> dict[str, Any]:
         tie=True,
         dtype="float32",
     )
+
+
+def qwen3_moe_config() -> dict[str, Any]:
+    """小 Qwen3-MoE：每层都是 MoE（decoder_sparse_step 1），4 个专家选 2 个，
+    top-k 权重重新归一化（norm_topk_prob）。
+    """
+    cfg = tiny_qwen3_config()
     cfg |= {
         "architectures": ["Qwen3MoeForCausalLM"],
         "model_type": "qwen3_moe",
@@ -445,17 +450,7 @@ VARIANTS: dict[str, Variant] = {
     for v in [
         Variant(
             "tiny-qwen3",
-            qwen3_config(
-                hidden=64,
-                layers=2,
-                heads=4,
-                kv_heads=2,
-                head_dim=32,
-                intermediate=256,
-                max_pos=4096,
-                tie=True,
-                dtype="float32",
-            ),
+            tiny_qwen3_config(),
             TINY_GENERATION_CONFIG,
             seed=0,
             summary="默认模型：Qwen3，h64 L2 4/2 头 head_dim 32，绑定词表，float32",
