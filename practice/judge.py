@@ -3,6 +3,7 @@
     python practice/judge.py 1 我的答案.py        # 评测一道题（编号可写 1、001 或目录名）
     python practice/judge.py --list               # 列出所有题目
     python practice/judge.py --self-check         # 自检：参考答案全过，starter 与 wrong_*.py 都不过
+                                                  # （浏览器题另在 Node 的 Pyodide 里再评测一遍）
 
 评测在子进程里进行（``sys.executable judge_core.py``），超时就杀掉子进程，所以死循环不会卡住命令；
 需要 torch 的题（runtime: local）用的也是当前解释器，环境里有 torch 就能评测。
@@ -15,6 +16,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +34,10 @@ from judge_core import Report, SourceFile
 PROBLEMS_DIR = PRACTICE_DIR / "problems"
 JUDGE_CORE = PRACTICE_DIR / "judge_core.py"
 DEFAULT_TIMEOUT = 10.0
+# 浏览器题的 Pyodide 自检：Node 脚本与 npm ci 装好的 Pyodide（都在仓库根目录下）
+REPO_DIR = PRACTICE_DIR.parent
+PYODIDE_SCRIPT = REPO_DIR / "tools" / "web" / "judge_pyodide.mjs"
+PYODIDE_PACKAGE = REPO_DIR / "node_modules" / "pyodide" / "pyodide.mjs"
 
 _DIR_PATTERN = re.compile(r"(\d{3})-([a-z0-9]+(?:-[a-z0-9]+)*)")
 _REQUIRED_FILES = ("statement.md", "starter.py", "solution.py", "test_visible.py", "test_hidden.py")
@@ -282,7 +288,143 @@ def check_problem(path: Path, timeout: float) -> CheckResult:
     return CheckResult(path.name, not errors, "；".join(parts), errors)
 
 
-def self_check(problems_dir: Path, timeout: float, jobs: int) -> int:
+# ---------------------------------------------------------------- Pyodide 自检
+
+
+@dataclass
+class PyodideCheck:
+    """浏览器题在 Pyodide（Node）里的自检结果。"""
+
+    python: str = ""
+    load_ms: list[int] = field(default_factory=list)
+    grade_ms: list[int] = field(default_factory=list)
+    summaries: dict[str, str] = field(default_factory=dict)  # 题目 → 一句话结果
+    errors: dict[str, list[str]] = field(default_factory=dict)  # 题目 → 问题
+    note: str = ""  # 跳过或整体失败时的说明
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _pyodide_jobs(path: Path) -> list[tuple[str, str, list[SourceFile]]]:
+    """一道浏览器题要在 Pyodide 里评测的 (文件名, 代码, 测试)；不是浏览器题或静态检查不过时为空。"""
+    try:
+        problem = load_problem(path)
+    except ProblemError:
+        return []
+    if problem.runtime != "browser" or static_problems(problem):
+        return []
+    tests = problem.tests()
+    files = [path / "solution.py", path / "starter.py", *problem.wrong_answers()]
+    return [(f.name, f.read_text(encoding="utf-8"), tests) for f in files]
+
+
+def pyodide_check(dirs: list[Path], timeout: float) -> PyodideCheck:
+    """用 tools/web/judge_pyodide.mjs 在 Pyodide 里评测每道浏览器题的参考答案、starter 和错误答案。
+
+    网页里的 Worker 跑的是 Pyodide 的 Python（3.14），和本地的 CPython 版本不同，
+    参考答案要在两边都通过。
+    没有 node 或 node_modules（没运行过 npm ci）时跳过并说明原因；CI 里不许跳过。
+    """
+    check = PyodideCheck()
+    per_problem = {p.name: _pyodide_jobs(p) for p in dirs}
+    per_problem = {name: jobs for name, jobs in per_problem.items() if jobs}
+    if not per_problem:
+        return check
+    node = shutil.which("node")
+    missing = ""
+    if node is None:
+        missing = "找不到 node（Node.js ≥ 18）"
+    elif not PYODIDE_PACKAGE.is_file():
+        missing = f"没有 {PYODIDE_PACKAGE.relative_to(REPO_DIR)}（先在仓库根目录运行 npm ci）"
+    if missing:
+        if _in_ci():
+            for name in per_problem:
+                check.errors[name] = [f"CI 里浏览器题必须在 Pyodide 里自检，但{missing}"]
+        check.note = f"{'Pyodide 自检没能运行' if _in_ci() else '跳过 Pyodide 自检'}：{missing}"
+        return check
+
+    flat = [(name, job) for name, jobs in per_problem.items() for job in jobs]
+    request = {
+        "judge_core": str(JUDGE_CORE),
+        "timeout_s": timeout,
+        "jobs": [
+            {"code": code, "tests": [asdict(t) for t in tests]} for _, (_, code, tests) in flat
+        ],
+    }
+    detail = ""
+    answer = None
+    try:
+        proc = subprocess.run(
+            [node, str(PYODIDE_SCRIPT)],
+            input=json.dumps(request, ensure_ascii=False),
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            cwd=REPO_DIR,
+            timeout=120 + len(flat) * (timeout + 5),
+        )
+        if proc.returncode == 0:
+            answer = json.loads(proc.stdout)
+        else:
+            detail = f"退出码 {proc.returncode}：{(proc.stderr or proc.stdout).strip()[-1500:]}"
+    except (subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
+        detail = str(exc)
+    if answer is None:
+        first = (detail.splitlines() or ["没有输出"])[0]
+        for name in per_problem:
+            check.errors[name] = [f"Pyodide 自检没能运行（{first}）"]
+        check.note = f"Pyodide 自检没能运行：{detail}"
+        return check
+
+    check.python = answer["python"]
+    check.load_ms = answer["load_ms"]
+    results = iter(answer["results"])
+    for name, jobs in per_problem.items():
+        errors: list[str] = []
+        reference = ""
+        for filename, _, _ in jobs:
+            r = next(results)
+            check.grade_ms.append(r["grade_ms"])
+            fraction = f"{r['passed']}/{r['total']}"
+            if filename == "solution.py":
+                reference = fraction
+                if r["status"] == "fail":
+                    failed = r["failed_tests"]
+                    more = f" 等 {len(failed)} 个" if len(failed) > 3 else ""
+                    errors.append(
+                        f"Pyodide 里参考答案没有全部通过（fail）：{'、'.join(failed[:3])}{more}"
+                    )
+                elif r["status"] != "ok":
+                    last = (r["error"].strip().splitlines() or [r["status"]])[-1]
+                    errors.append(f"Pyodide 里参考答案没有全部通过（{r['status']}）：{last}")
+            elif r["status"] == "ok":
+                errors.append(f"Pyodide 里 {filename} 通过了全部测试，但它应当至少挂一个")
+            elif r["status"] in ("load_error", "crash"):
+                last = (r["error"].splitlines() or [r["status"]])[-1]
+                errors.append(f"Pyodide 里 {filename} 无法加载或运行（{r['status']}）：{last}")
+        others = len(jobs) - 1
+        check.summaries[name] = f"Pyodide 参考答案 {reference}，其余 {others} 个" + (
+            "都不过" if not errors else "见下"
+        )
+        if errors:
+            check.errors[name] = errors
+    return check
+
+
+def _pyodide_line(check: PyodideCheck) -> str:
+    if check.note:
+        return check.note
+    load = "、".join(f"{ms / 1000:.1f}" for ms in check.load_ms)
+    total = sum(check.grade_ms) / 1000
+    return (
+        f"Pyodide 自检（Node）：Python {check.python}；加载 {load} 秒；"
+        f"评测 {len(check.grade_ms)} 次共 {total:.2f} 秒，最慢 {max(check.grade_ms) / 1000:.2f} 秒"
+    )
+
+
+def self_check(problems_dir: Path, timeout: float, jobs: int, pyodide: bool = True) -> int:
     dirs = (
         [p for p in sorted(problems_dir.iterdir()) if p.is_dir()] if problems_dir.is_dir() else []
     )
@@ -291,16 +433,26 @@ def self_check(problems_dir: Path, timeout: float, jobs: int) -> int:
     numbers: dict[str, list[str]] = {}
     for p in dirs:
         numbers.setdefault(p.name[:3], []).append(p.name)
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, jobs) + 1) as pool:
+        # Pyodide 自检是一个 node 进程，和 CPython 的评测同时进行
+        browser = pool.submit(pyodide_check, dirs, timeout) if pyodide else None
         results = list(pool.map(lambda p: check_problem(p, timeout), dirs))
+        check = browser.result() if browser is not None else None
     for result in results:
         clash = [n for n in numbers[result.name[:3]] if n != result.name]
         if clash:
             result.ok = False
             result.errors.append(f"编号与 {', '.join(clash)} 重复")
+        if check is not None and result.name in check.summaries:
+            result.summary += f"；{check.summaries[result.name]}"
+        if check is not None and result.name in check.errors:
+            result.ok = False
+            result.errors.extend(check.errors[result.name])
         print(f"{'ok' if result.ok else 'FAIL':<5} {result.name}  {result.summary}")
         for error in result.errors:
             print(f"      - {error}")
+    if check is not None and (check.note or check.grade_ms):
+        print(_pyodide_line(check))
     good = sum(r.ok for r in results)
     if not results:
         print("没有找到任何题目")
@@ -359,6 +511,11 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=float, default=DEFAULT_TIMEOUT, help="每次评测的时限（秒），默认 10"
     )
     parser.add_argument("--problems-dir", type=Path, default=PROBLEMS_DIR, help="题目目录")
+    parser.add_argument(
+        "--no-pyodide",
+        action="store_true",
+        help="自检时不在 Pyodide（Node）里再评测浏览器题",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="自检时的并行数")
     args = parser.parse_args(argv)
 
@@ -367,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         return list_problems(args.problems_dir)
     if args.self_check:
-        return self_check(args.problems_dir, args.timeout, args.jobs)
+        return self_check(args.problems_dir, args.timeout, args.jobs, not args.no_pyodide)
     if args.problem is None or args.candidate is None:
         parser.error("需要给出题目编号和要评测的文件，例如：python practice/judge.py 1 answer.py")
     return judge_one(args.problem, args.candidate, args.problems_dir, args.timeout)

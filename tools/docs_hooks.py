@@ -14,18 +14,27 @@
 指令写错、文件或限定名不存在、缺录制、章号不存在，都会抛出 PluginError，写明页面和行号，构建失败；
 不认识的 ``[[...]]`` 行同样报错，不会原样留在网页里。
 
-另外：按章节清单和练习题生成导航（on_config）；为每道练习题生成一页（只用题面、起始代码和可见测试，
-参考答案、隐藏测试和错误答案永远不进网站）；用 jupytext 把每章的 main.py 转成 notebook，
-随网站发布在 ``notebooks/chNN.ipynb``。
+另外：按章节清单和练习题生成导航（on_config）；为每道练习题生成一页（题面、起始代码、可见测试和
+本地判题命令；``extra.browser_editor`` 打开时，浏览器题还有编辑器和在 Pyodide 里判题用的测试——
+隐藏测试也随页面下载，只是不显示；参考答案和错误答案永远不进网站）；用 jupytext 把每章的 main.py
+转成 notebook，随网站发布在 ``notebooks/chNN.ipynb``。
+
+浏览器判题的前端：tools/web/ 里的 practice.js 由 esbuild 打包（输出在 .cache/editor/，git 忽略），
+和 worker.mjs、practice/judge_core.py、npm ci 装好的 Pyodide 运行时一起复制进网站的
+``assets/practice/``（on_post_build）；编辑器脚本只插进浏览器题的页面（on_post_page）。
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import html
 import importlib.util
 import json
 import posixpath
 import re
+import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +49,23 @@ PROBLEMS_DIR = REPO / "practice" / "problems"
 CHAPTER_PAGES = "chapters"  # docs/ 下章节页所在的目录
 PRACTICE_PAGES = "practice"  # 生成的练习题页面所在的目录（虚拟的，不在 docs/ 里）
 NOTEBOOKS = "notebooks"
+
+# 浏览器练习题：前端源码、npm ci 装好的依赖、esbuild 的输出（git 忽略）、网站里的位置
+WEB_SRC = REPO / "tools" / "web"
+NODE_MODULES = REPO / "node_modules"
+EDITOR_CACHE = REPO / ".cache" / "editor"
+PRACTICE_ASSETS = "assets/practice"
+# Pyodide 运行时只需要这 5 个文件（npm 包里其余的是 source map、类型声明和示例页面）
+PYODIDE_RUNTIME = (
+    "pyodide.mjs",
+    "pyodide.asm.mjs",
+    "pyodide.asm.wasm",
+    "python_stdlib.zip",
+    "pyodide-lock.json",
+)
+# 浏览器里每次运行的时限（秒），和本地判题的默认时限一样；Pyodide 比 CPython 慢 2～3 倍，
+# 参考答案的评测都在 0.5 秒以内，远在其下
+BROWSER_TIMEOUT_S = 10
 
 # 单独一行的指令；(?!\[) 排除 [[[ 这类写法
 _DIRECTIVE_LINE = re.compile(r"^(?P<indent>[ \t]*)\[\[(?P<body>[^\[\]]*)\]\][ \t]*$")
@@ -71,6 +97,19 @@ def load_steps() -> ModuleType:
         raise PluginError(f"无法导入 {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules["steps"] = module  # dataclass 需要在 sys.modules 里找到所在模块
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def load_judge_core() -> ModuleType:
+    """按路径导入 practice/judge_core.py（只用标准库），用它的 list_tests 列出测试名。"""
+    path = REPO / "practice" / "judge_core.py"
+    spec = importlib.util.spec_from_file_location("_docs_judge_core", path)
+    if spec is None or spec.loader is None:
+        raise PluginError(f"无法导入 {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclass 需要在 sys.modules 里找到所在模块
     spec.loader.exec_module(module)
     return module
 
@@ -205,11 +244,15 @@ def judge_command(problem: Problem) -> str:
     return f"python practice/judge.py {problem.code} 你的文件.py"
 
 
-def problem_page(problem: Problem, chapter_page: str | None, browser_editor: bool) -> str:
-    """一道练习题的网页：题面 + 起始代码 + 可见测试 + 判题命令。
+def problem_page(
+    problem: Problem, chapter_page: str | None, browser_editor: bool, version: str = "dev"
+) -> str:
+    """一道练习题的网页：题面、编辑器或起始代码、可见测试、本地判题命令。
 
-    只读 statement.md、starter.py 和 test_visible.py：solution.py、test_hidden.py、wrong_*.py
-    不能出现在网站上（网站上的一切都能被下载）。
+    浏览器题（且 ``browser_editor`` 打开）：页面里嵌一段 JSON（起始代码、可见与隐藏测试的源码、
+    测试名），practice.js 把它变成编辑器，在浏览器的 Pyodide 里判题——
+    所以隐藏测试会随网页下载，只是不显示。
+    solution.py 和 wrong_*.py 永远不进网站（网站上的一切都能被下载）。
     """
     starter = (problem.dir / "starter.py").read_text(encoding="utf-8")
     visible_path = problem.dir / "test_visible.py"
@@ -219,6 +262,7 @@ def problem_page(problem: Problem, chapter_page: str | None, browser_editor: boo
         chapter = f"[{chapter}]({posixpath.relpath(chapter_page, PRACTICE_PAGES)})"
     where = "浏览器题（只用标准库）" if problem.runtime == "browser" else "本地题（需要 torch）"
     mine = f"my_{problem.code}.py"
+    editor = browser_editor and problem.runtime == "browser"
     lines = [
         "---",
         f"title: {json.dumps(f'{problem.code}. {problem.title}', ensure_ascii=False)}",
@@ -232,21 +276,51 @@ def problem_page(problem: Problem, chapter_page: str | None, browser_editor: boo
         "",
         problem.body,
         "",
-        "## 起始代码",
-        "",
-        *_fence("python", starter, "starter.py"),
-        "",
     ]
+    if editor:
+        lines += [
+            "## 在浏览器里做题",
+            "",
+            "在下面的编辑器里写代码，点「运行测试」（或按 Ctrl/⌘ + Enter）："
+            "代码和测试在你的浏览器里、用 Pyodide（编译成 WebAssembly 的 Python）运行，"
+            "不联网，也不上传任何东西。"
+            f"每次运行的时限是 {BROWSER_TIMEOUT_S} 秒；编辑器里的代码会自动保存在这个浏览器里，"
+            "「重置代码」恢复成起始代码。",
+            "",
+            editor_html(problem, version),
+            "",
+        ]
+    else:
+        lines += ["## 起始代码", "", *_fence("python", starter, "starter.py"), ""]
     if visible:
         lines += [
             '??? example "可见测试（test_visible.py）"',
             "",
             *_indent(_fence("python", visible, "test_visible.py"), "    "),
             "",
-            "    判题时还会运行一组隐藏测试，覆盖更多边界情况。",
+            "    判题时还会运行一组隐藏测试（test_hidden.py），覆盖更多边界情况。",
             "",
         ]
-    lines += ["## 判题", "", _browser_line(problem, browser_editor), ""]
+    if editor:
+        lines += [
+            '!!! note "隐藏测试只是不显示，并不保密"',
+            "",
+            "    为了能在浏览器里判题，隐藏测试的代码随网页一起下载到了你的浏览器里："
+            "页面只显示它们的名字和结果，但并不保密。参考答案不在网站上。",
+            "",
+            '!!! tip "离线阅读时要用本地服务器打开网站"',
+            "",
+            "    判题要启动 Web Worker，直接从磁盘打开的网页（`file://`）做不到。在仓库根目录运行 "
+            "`make docs && python -m http.server -d site`（或 `.venv/bin/mkdocs serve`），"
+            "再打开 <http://127.0.0.1:8000/>。",
+            "",
+        ]
+    lines += [
+        "## 在本地判题" if editor else "## 判题",
+        "",
+        _browser_line(problem, browser_editor),
+        "",
+    ]
     lines += [
         *_fence(
             "bash",
@@ -261,20 +335,70 @@ def problem_page(problem: Problem, chapter_page: str | None, browser_editor: boo
     return "\n".join(lines)
 
 
+def problem_spec(problem: Problem, version: str) -> dict[str, Any]:
+    """编辑器需要的一切：起始代码、测试文件（可见在前、隐藏在后）和每个文件里的测试名。"""
+    judge_core = load_judge_core()
+    tests = []
+    names: dict[str, list[str]] = {}
+    for name, hidden in ((judge_core.VISIBLE_TESTS, False), (judge_core.HIDDEN_TESTS, True)):
+        source = (problem.dir / name).read_text(encoding="utf-8")
+        tests.append({"name": name, "source": source, "hidden": hidden})
+        try:
+            names[name] = judge_core.list_tests(source)
+        except SyntaxError as e:
+            raise DirectiveError(
+                f"practice/problems/{problem.name}/{name}: 语法错误：{e}"
+            ) from None
+    return {
+        "id": problem.name,
+        "title": f"{problem.code}. {problem.title}",
+        "starter": (problem.dir / "starter.py").read_text(encoding="utf-8"),
+        "tests": tests,
+        "names": names,
+        "timeoutS": BROWSER_TIMEOUT_S,
+        "version": version,
+    }
+
+
+def editor_html(problem: Problem, version: str) -> str:
+    """一行原始 HTML（Markdown 不会改动它）：JSON 数据 + 没有 JavaScript 时显示的起始代码。"""
+    spec = problem_spec(problem, version)
+    # JSON 放进 <script> 里：把 < > & 都转义，源码里的 "</script>" 或 "<!--" 就不会提前结束它
+    data = json.dumps(spec, ensure_ascii=False)
+    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    starter = html.escape(spec["starter"]).replace("\n", "&#10;")
+    rows = min(30, spec["starter"].count("\n") + 2)
+    return (
+        f'<div class="practice" data-problem="{problem.name}" data-search-exclude>'
+        f'<script type="application/json" class="practice-data">{data}</script>'
+        f'<textarea class="practice-fallback" rows="{rows}" readonly spellcheck="false">'
+        f"{starter}</textarea>"
+        '<p class="practice-noscript">编辑器需要 JavaScript；也可以用下面的命令在本地判题。</p>'
+        "</div>"
+    )
+
+
 def _browser_line(problem: Problem, browser_editor: bool) -> str:
     if problem.runtime == "local":
-        return "这道题需要 torch，在本地判题："
+        return "这道题需要 torch（浏览器里的 Pyodide 没有 torch），在本地判题："
     if browser_editor:
-        return "在浏览器里直接写代码、跑测试；也可以在本地用 `python practice/judge.py` 判题。"
+        return "在浏览器里直接写代码、跑测试；也可以在本地用 `python practice/judge.py` 判题："
     return "这道题只用标准库，浏览器里的编辑器和判题即将上线；现在请在本地判题："
 
 
-def practice_index(problems: list[Problem], titles: dict[int, str]) -> str:
+def practice_index(
+    problems: list[Problem], titles: dict[int, str], browser_editor: bool = False
+) -> str:
+    browser = (
+        "「浏览器题」只用标准库，在题目页里直接写代码、在浏览器里判题，也可以在本地判题；"
+        if browser_editor
+        else "「浏览器题」只用标准库；"
+    )
     lines = [
         "# 练习题",
         "",
         "每章配几道练习题，判题器把你的代码和题目的测试一起运行（`practice/judge.py`）。",
-        "「浏览器题」只用标准库；「本地题」需要 torch，在仓库的 `.venv` 里判题。",
+        browser + "「本地题」需要 torch，在仓库的 `.venv` 里判题。",
         "",
         "```bash",
         "python practice/judge.py --list               # 列出所有题目",
@@ -388,7 +512,8 @@ def _practice_list(chapter: int, ctx: Context) -> list[str]:
     if any(p.runtime == "browser" for p in problems):
         if ctx.browser_editor:
             lines.append(
-                "在浏览器里直接写代码、跑测试；也可以在本地用 `python practice/judge.py` 判题。"
+                "浏览器题点开题目页，在浏览器里直接写代码、跑测试（Python 在你的浏览器里运行，"
+                "不联网）；也可以在本地用 `python practice/judge.py` 判题。"
             )
         else:
             lines.append(
@@ -540,6 +665,90 @@ def chapter_pages(docs_dir: Path) -> dict[int, str]:
     return pages
 
 
+# ---------------------------------------------------------------- 浏览器练习题的前端
+
+
+def _web_sources() -> list[Path]:
+    return [WEB_SRC / "practice.js", REPO / "package.json", REPO / "package-lock.json"]
+
+
+def check_web_deps() -> None:
+    """浏览器练习题需要 npm ci 装好的 Pyodide 和 esbuild；缺了就让构建失败，并说清楚怎么办。"""
+    missing = [
+        f"node_modules/{p.relative_to(NODE_MODULES).as_posix()}"
+        for p in [NODE_MODULES / "pyodide" / f for f in PYODIDE_RUNTIME]
+        + [NODE_MODULES / ".bin" / "esbuild"]
+        if not p.is_file()
+    ]
+    if missing:
+        raise PluginError(
+            f"浏览器练习题需要 npm 包，但缺少 {missing[0]} 等 {len(missing)} 个文件："
+            "先在仓库根目录运行 npm ci（make docs、make test 会自动运行），"
+            "或者在 mkdocs.yml 里把 extra.browser_editor 设为 false"
+        )
+    # 装好的 Pyodide 必须是 package-lock.json 钉住的版本（JS、wasm 和标准库要配套）
+    lock = json.loads((REPO / "package-lock.json").read_text(encoding="utf-8"))
+    pinned = lock["packages"]["node_modules/pyodide"]["version"]
+    installed = json.loads((NODE_MODULES / "pyodide" / "package.json").read_text(encoding="utf-8"))
+    if installed["version"] != pinned:
+        raise PluginError(
+            f"node_modules 里的 pyodide 是 {installed['version']}，"
+            f"package-lock.json 钉的是 {pinned}：先运行 npm ci（或 make docs）"
+        )
+
+
+def build_editor_bundle() -> Path:
+    """用 esbuild 把 tools/web/practice.js 和 CodeMirror 打包成一个文件（源码没变就不重新打包）。"""
+    out = EDITOR_CACHE / "practice.js"
+    sources = _web_sources()
+    if out.is_file() and all(out.stat().st_mtime >= p.stat().st_mtime for p in sources):
+        return out
+    EDITOR_CACHE.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        str(NODE_MODULES / ".bin" / "esbuild"),
+        str(WEB_SRC / "practice.js"),
+        "--bundle",
+        "--minify",
+        "--format=iife",
+        "--target=es2020",
+        "--log-level=warning",
+        f"--outfile={out}",
+    ]
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise PluginError(f"esbuild 打包 tools/web/practice.js 失败：\n{r.stderr.strip()}")
+    return out
+
+
+def assets_version(bundle: Path) -> str:
+    """前端文件的指纹：拼进 worker.mjs 和 judge_core.py 的地址，更新后浏览器不会用旧缓存。"""
+    h = hashlib.sha256()
+    files = [bundle, WEB_SRC / "worker.mjs", REPO / "practice" / "judge_core.py"]
+    files.append(NODE_MODULES / "pyodide" / "package.json")
+    for path in files:
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _copy_if_changed(src: Path, dst: Path) -> None:
+    if dst.is_file():
+        a, b = src.stat(), dst.stat()
+        if a.st_size == b.st_size and int(a.st_mtime) == int(b.st_mtime):
+            return
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dst)
+
+
+def copy_practice_assets(site_dir: Path, bundle: Path) -> None:
+    """把编辑器、Worker、judge_core.py 和 Pyodide 运行时放进网站的 assets/practice/。"""
+    out = site_dir / PRACTICE_ASSETS
+    _copy_if_changed(bundle, out / "practice.js")
+    _copy_if_changed(WEB_SRC / "worker.mjs", out / "worker.mjs")
+    _copy_if_changed(REPO / "practice" / "judge_core.py", out / "judge_core.py")
+    for name in PYODIDE_RUNTIME:
+        _copy_if_changed(NODE_MODULES / "pyodide" / name, out / "pyodide" / name)
+
+
 # ---------------------------------------------------------------- mkdocs 事件
 
 
@@ -551,6 +760,8 @@ class _BuildState:
     browser_editor: bool
     chapter_pages: dict[int, str]
     problems: list[Problem]
+    bundle: Path | None = None  # esbuild 打包好的编辑器（browser_editor 打开时）
+    version: str = "dev"
 
 
 _state: _BuildState | None = None
@@ -583,13 +794,21 @@ def on_config(config: Any) -> Any:
     for p in problems:
         if p.chapter not in known:
             raise PluginError(f"practice/problems/{p.name}: chapter: {p.chapter} 不存在")
+    browser_editor = bool(extra.get("browser_editor", False))
+    bundle, version = None, "dev"
+    if browser_editor and any(p.runtime == "browser" for p in problems):
+        check_web_deps()
+        bundle = build_editor_bundle()
+        version = assets_version(bundle)
     _state = _BuildState(
         docs_dir=docs_dir,
         colab_base=str(extra.get("colab_base", "")),
         repo_git=str(extra.get("repo_git", "")),
-        browser_editor=bool(extra.get("browser_editor", False)),
+        browser_editor=browser_editor,
         chapter_pages=pages,
         problems=problems,
+        bundle=bundle,
+        version=version,
     )
     if not config.get("nav"):
         config["nav"] = build_nav(chapters, pages, problems)
@@ -625,9 +844,13 @@ def on_files(files: Any, config: Any) -> Any:
     state = _get_state()
     titles = {c.number: c.title for c in steps.load_chapters()}
     for p in state.problems:
-        content = problem_page(p, state.chapter_pages.get(p.chapter), state.browser_editor)
+        chapter_page = state.chapter_pages.get(p.chapter)
+        try:
+            content = problem_page(p, chapter_page, state.browser_editor, state.version)
+        except DirectiveError as e:
+            raise PluginError(str(e)) from None
         files.append(File.generated(config, p.page, content=content))
-    index = practice_index(state.problems, titles)
+    index = practice_index(state.problems, titles, state.browser_editor)
     files.append(File.generated(config, f"{PRACTICE_PAGES}/index.md", content=index))
     for c in steps.load_chapters():
         try:
@@ -675,3 +898,25 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     source = page.file.content_string
     body = expand_markdown(markdown, chapter, src, ctx, _front_matter_lines(source, markdown))
     return "\n".join(prefix) + body
+
+
+def on_post_page(output: str, page: Any, config: Any) -> str:
+    """浏览器题的页面才加载编辑器脚本（约 470 KB），其他页面不加载。"""
+    state = _get_state()
+    if state.bundle is None or 'class="practice"' not in output:
+        return output
+    from mkdocs.utils import get_relative_url
+
+    src = get_relative_url(f"{PRACTICE_ASSETS}/practice.js", page.url)
+    tag = f'<script src="{html.escape(src)}?v={state.version}"></script>'
+    head, sep, tail = output.rpartition("</body>")
+    if not sep:
+        raise PluginError(f"{page.file.src_uri}: 页面里没有 </body>，放不下编辑器脚本")
+    return f"{head}{tag}\n{sep}{tail}"
+
+
+def on_post_build(config: Any) -> None:
+    """把浏览器判题用的文件（编辑器、Worker、judge_core.py、Pyodide 运行时）复制进网站。"""
+    state = _get_state()
+    if state.bundle is not None:
+        copy_practice_assets(Path(config["site_dir"]), state.bundle)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -27,6 +28,7 @@ from docs_hooks import (  # noqa: E402
     Directive,
     DirectiveError,
     expand_markdown,
+    load_judge_core,
     load_problems,
     parse_directive,
     problem_page,
@@ -371,7 +373,70 @@ def test_browser_line_only_when_the_editor_exists() -> None:
         assert claim not in problem_page(browser[0], None, browser_editor=False)
         assert claim in problem_page(browser[0], None, browser_editor=True)
     if local:
-        assert claim not in problem_page(local[0], None, browser_editor=True)
+        page = problem_page(local[0], None, browser_editor=True)
+        assert claim not in page
+        assert 'class="practice"' not in page  # 需要 torch 的题只给本地判题命令
+
+
+def _editor_spec(page: str) -> dict[str, object]:
+    m = re.search(r'<script type="application/json" class="practice-data">(.*?)</script>', page)
+    assert m, "页面里没有编辑器的数据"
+    return json.loads(m.group(1))
+
+
+@pytest.mark.parametrize(
+    "problem", [p for p in load_problems() if p.runtime == "browser"], ids=lambda p: p.name
+)
+def test_editor_page_ships_tests_but_never_the_solution(problem: docs_hooks.Problem) -> None:
+    page = problem_page(problem, None, browser_editor=True, version="v1")
+    spec = _editor_spec(page)
+    read = lambda name: (problem.dir / name).read_text(encoding="utf-8")  # noqa: E731
+    # 判题要用的都在：起始代码、可见测试、隐藏测试（只是不显示），以及每个文件里的测试名
+    assert spec["starter"] == read("starter.py")
+    assert spec["tests"] == [
+        {"name": "test_visible.py", "source": read("test_visible.py"), "hidden": False},
+        {"name": "test_hidden.py", "source": read("test_hidden.py"), "hidden": True},
+    ]
+    assert spec["names"]["test_hidden.py"] == load_judge_core().list_tests(read("test_hidden.py"))
+    assert spec["version"] == "v1" and spec["timeoutS"] == docs_hooks.BROWSER_TIMEOUT_S
+    assert "隐藏测试只是不显示，并不保密" in page
+    assert f"python practice/judge.py {problem.code} my_{problem.code}.py" in page
+    # 参考答案和错误答案：既不在页面文字里，也不在 JSON 解码后的数据里
+    public = "\n".join(
+        [read("statement.md"), read("starter.py"), read("test_visible.py"), read("test_hidden.py")]
+    )
+    secret: list[str] = []
+    for path in [problem.dir / "solution.py", *sorted(problem.dir.glob("wrong_*.py"))]:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            s = line.strip()
+            if len(s) > 12 and s not in public:
+                secret.append(s)
+    assert secret, f"{problem.name}: 参考答案和公开内容一模一样？"
+    decoded = json.dumps(spec, ensure_ascii=False) + page
+    leaked = [s for s in secret if s in decoded or json.dumps(s, ensure_ascii=False)[1:-1] in page]
+    assert not leaked, f"{problem.name} 的页面泄露了：{leaked[:3]}"
+
+
+def test_editor_data_cannot_break_out_of_its_script_tag(tmp_path: Path) -> None:
+    d = tmp_path / "001-tricky"
+    d.mkdir()
+    (d / "starter.py").write_text('X = "</script><!-- & -->"\n', encoding="utf-8")
+    (d / "test_visible.py").write_text("def test_a():\n    assert '</script>'\n", encoding="utf-8")
+    (d / "test_hidden.py").write_text("def test_b():\n    pass\n", encoding="utf-8")
+    problem = docs_hooks.Problem(1, "tricky", d, "T", 1, "简单", "browser", "正文")
+    html = docs_hooks.editor_html(problem, "v1")
+    assert "\n" not in html  # 一整行原始 HTML，Markdown 不会拆开它
+    assert html.count("</script>") == 1 and "<!--" not in html
+    assert _editor_spec(html)["starter"] == 'X = "</script><!-- & -->"\n'
+    assert "&lt;/script&gt;" in html  # 没有 JavaScript 时显示的起始代码也转义了
+
+
+def test_missing_npm_packages_fail_the_build_with_a_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(docs_hooks, "NODE_MODULES", tmp_path / "node_modules")
+    with pytest.raises(PluginError, match="npm ci"):
+        docs_hooks.check_web_deps()
 
 
 # ---------------------------------------------------------------- 整站构建
@@ -407,7 +472,21 @@ def test_site_builds_strict_without_external_requests(tmp_path: Path) -> None:
         hit = external.search(page.read_text(encoding="utf-8"))
         assert hit is None, f"{page.relative_to(site)} 有外部请求：{hit.group(0) if hit else ''}"
     # 网站里没有任何参考答案文件
-    assert not list(site.rglob("solution.py")) and not list(site.rglob("test_hidden.py"))
+    assert not list(site.rglob("solution.py")) and not list(site.rglob("wrong_*.py"))
+    # 浏览器题：编辑器脚本只在浏览器题的页面里加载；Pyodide 只带运行时需要的 5 个文件
+    config = yaml.safe_load(
+        re.sub(r"!!python/\S+", "", (REPO / "mkdocs.yml").read_text(encoding="utf-8"))
+    )
+    if config["extra"].get("browser_editor"):
+        assets = site / docs_hooks.PRACTICE_ASSETS
+        runtime = sorted(p.name for p in (assets / "pyodide").iterdir())
+        assert runtime == sorted(docs_hooks.PYODIDE_RUNTIME)
+        for name in ("practice.js", "worker.mjs", "judge_core.py"):
+            assert (assets / name).is_file(), name
+        for p in load_problems():
+            html = (site / "practice" / p.name / "index.html").read_text(encoding="utf-8")
+            assert ("assets/practice/practice.js" in html) == (p.runtime == "browser"), p.name
+        assert "practice.js" not in (site / "index.html").read_text(encoding="utf-8")
 
 
 def test_build_fails_on_a_bad_directive(tmp_path: Path) -> None:
