@@ -6,6 +6,7 @@ pytest 放在最后，让它的汇总行成为输出的最后一行。
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -28,7 +29,9 @@ PYTEST = [PY, "-m", "pytest", "-q", "tools/tests", "practice/tests", "chapters"]
 def run(name: str, cmd: list[str]) -> tuple[bool, float]:
     print(f"\n===== {name}: {' '.join(cmd[1:] if cmd[0] == PY else cmd)}", flush=True)
     t = time.perf_counter()
-    code = subprocess.run(cmd, cwd=REPO).returncode
+    # mkdocs-material 9.x 每次构建都打印一大段停止维护的提示，与测试无关
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    code = subprocess.run(cmd, cwd=REPO, env=env).returncode
     return code == 0, time.perf_counter() - t
 
 
