@@ -7,7 +7,7 @@
     ...
     # << ch11
     # ~~ ch08 < ch11          只在第 8～10 章出现的行，每行写成 '#~ <代码>'
-    #~ self.run_normal()
+    #~ self.run_normal()      （ruff format 会改写成 '# ~ <代码>'，也认）
     # ~~
 
 命令：list / stats N / tree N / build N --out DIR / diff N / check [N ...] / record N /
@@ -46,7 +46,9 @@ _CLOSE_ADD = re.compile(r"^(\s*)# << ch(\d+)\s*$")
 _OPEN_DEL = re.compile(r"^(\s*)# ~~ ch(\d+) < ch(\d+)\s*$")
 _CLOSE_DEL = re.compile(r"^(\s*)# ~~\s*$")
 _ANY_MARKER = re.compile(r"^\s*# ?(>>|<<|~~)")
-_DELETED_LINE = re.compile(r"^(\s*)#~(?: (.*))?$")
+# 删除块里的行写成 '#~ 代码'；ruff format 会把它改写成 '# ~ 代码'，两种写法都认
+_DELETED_LINE = re.compile(r"^(\s*)# ?~(?: (.*))?$")
+_STRAY_DELETED = re.compile(r"^\s*#~")
 
 
 class StepsError(Exception):
@@ -254,7 +256,7 @@ def parse_markers(text: str, path: str, first: int, known: set[int]) -> list[_Li
             else:
                 out.append(_Line(m.group(1) + (m.group(2) or ""), lo, hi, lineno))
         else:
-            if _DELETED_LINE.match(line):
+            if _STRAY_DELETED.match(line):
                 raise err(lineno, "'#~' 行只能出现在删除块（# ~~ chA < chB … # ~~）里")
             out.append(_Line(line, lo, hi, lineno))
     if stack:

@@ -17,3 +17,8 @@ __all__ = [
     "reset_tp_info",
     "set_tp_info",
 ]
+# >> ch06
+from .impl import destroy_distributed, init_distributed, spawn_ranks
+
+__all__ += ["destroy_distributed", "init_distributed", "spawn_ranks"]
+# << ch06

@@ -40,6 +40,15 @@ def test_add_and_remove_blocks() -> None:
     assert sliced(src, 5) == sliced(src, 3)
 
 
+def test_removed_lines_survive_ruff_format() -> None:
+    """ruff format 把 '#~ x' 改写成 '# ~ x'：两种写法切出来一样。"""
+    raw = "def f():\n    # ~~ ch01 < ch02\n    #~ return 1\n    # ~~\n    return 2\n"
+    formatted = raw.replace("#~ return", "# ~ return")
+    for n in (1, 2):
+        assert sliced(raw, n) == sliced(formatted, n)
+    assert sliced(formatted, 1) == "def f():\n    return 1\n    return 2\n"
+
+
 def test_nested_blocks_take_the_intersection() -> None:
     src = """\
     a = 0

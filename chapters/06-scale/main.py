@@ -1,0 +1,206 @@
+# %% [markdown]
+# # 第 6 章：放大模型——张量并行（CPU gloo）与 MoE
+#
+# 模型放大有两条路，这一章各走一遍：
+#
+# - **MoE**：一层里放很多个专家 MLP，每个 token 只用其中几个。我们给 Qwen3-MoE 写路由和专家计算，
+#   和 transformers 逐步对照；
+# - **张量并行**：把每个权重矩阵切给几个进程（rank），每个 rank 只存、只算自己那一片，
+#   在几处 all_reduce / all_gather 把结果拼回来。没有 GPU 也能跑：用 gloo 在 CPU 进程之间通信。
+#   tp=2 必须和 tp=1 生成同样的 token。
+#
+# 在仓库根目录运行：`python chapters/06-scale/main.py`。有 2 块以上 GPU 时各 rank 各用一块、
+# 用 NCCL 通信；只有 1 块 GPU 或没有 GPU 时，rank 都在 CPU 上、用 gloo 通信。
+
+# %%
+from __future__ import annotations
+
+import time
+
+import psutil
+import torch
+from transformers import AutoModelForCausalLM
+
+from minisgl.distributed import reset_tp_info, set_tp_info, spawn_ranks
+from minisgl.models import (
+    ModelConfig,
+    create_model,
+    generate_in_new_context,
+    load_and_generate,
+    load_model,
+)
+from minisgl.moe.native import group_by_expert, select_experts
+from minisgl.utils import load_tokenizer, pick_device
+
+DENSE, MOE = "models/tiny-qwen3", "models/tiny-qwen3-moe"
+device = pick_device()
+tokenizer = load_tokenizer(MOE)
+prompts = [
+    tokenizer.encode("The capital of France is"),
+    tokenizer.encode("1, 2, 3, 4,"),
+]
+print("设备:", device.type, " 两段提示:", prompts)
+
+# %% [markdown]
+# ## 1. 一层 MoE 里发生了什么
+#
+# tiny-qwen3-moe 每层有 4 个专家，每个 token 选 2 个（`num_experts_per_tok`），选出的两个权重
+# 重新归一化到和为 1（`norm_topk_prob`）。我们在第 0 层的专家上装一个"探头"，prefill 第一段
+# 提示，记下路由器的打分，再用本章的 `select_experts`、`group_by_expert` 看看路由的结果。
+
+# %%
+config = ModelConfig.from_pretrained(MOE)
+print(
+    f"{config.architecture}：{config.num_experts} 个专家，"
+    f"每个 token 选 {config.num_experts_per_tok} 个，"
+    f"专家的中间维度 {config.moe_intermediate_size}，重新归一化 {config.norm_topk_prob}"
+)
+
+moe_model = load_model(MOE, device=device, dtype=torch.float32)
+experts = moe_model.model.layers[0].mlp.experts
+captured: dict[str, torch.Tensor] = {}
+
+
+def probe(x: torch.Tensor, router_logits: torch.Tensor) -> torch.Tensor:
+    """探头：记下路由器的打分，再照常计算。"""
+    captured.setdefault("logits", router_logits.float().cpu())
+    return type(experts).forward(experts, x, router_logits)
+
+
+experts.forward = probe  # 实例属性盖住类里的方法（不是张量，不进状态字典）
+generate_in_new_context(moe_model, prompts[:1], 1)  # prefill 一次就够了
+del experts.forward  # 拆掉探头
+weights, ids = select_experts(captured["logits"], config.num_experts_per_tok, config.norm_topk_prob)
+for t, token in enumerate(prompts[0]):
+    chosen = "  ".join(f"专家 {e}×{w:.3f}" for e, w in zip(ids[t].tolist(), weights[t].tolist()))
+    print(f"  token {t} {tokenizer.decode([token])!r:10s} → {chosen}")
+order, counts = group_by_expert(ids, config.num_experts)
+print("每个专家分到的 token 数:", counts.tolist())
+start = 0
+for e, n in enumerate(counts.tolist()):
+    print(f"  专家 {e} 的一组：token {(order[start : start + n] // ids.shape[1]).tolist()}")
+    start += n
+
+# %% [markdown]
+# ## 2. 和 transformers 对照
+#
+# 整个 Qwen3-MoE 模型贪心生成 16 个 token，每一步和 transformers 自己的贪心生成比较 logits 与
+# 选出的 token。near-tie（第一名只领先第二名不到 1e-3）时停止比较 token：两边各有 1e-5 量级的
+# 浮点误差，谁排第一都说得过去。
+
+# %%
+STEPS = 16
+ours = generate_in_new_context(moe_model, prompts, STEPS)
+hf = AutoModelForCausalLM.from_pretrained(MOE, dtype=torch.float32).to(device).eval()
+for i, prompt in enumerate(prompts):
+    with torch.no_grad():
+        want = hf.generate(
+            torch.tensor([prompt], device=device),
+            max_new_tokens=STEPS,
+            do_sample=False,
+            eos_token_id=None,  # 生成到结束符也不停，和 greedy_generate 一样
+            pad_token_id=0,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+    want_logits = torch.cat(want.logits).float().cpu()
+    want_tokens = want.sequences[0, len(prompt) :].tolist()
+    worst = (ours.logits[i] - want_logits).abs().max().item()
+    compared = 0
+    for k in range(STEPS):
+        top2 = want_logits[k].topk(2).values
+        if top2[0] - top2[1] <= 1e-3 or ours.token_ids[i][k] != want_tokens[k]:
+            break
+        compared += 1
+    print(
+        f"提示 {i}：{compared}/{STEPS} 个 token 与 transformers 相同，logits 最大误差 {worst:.1e}"
+    )
+    print("   ", ours.token_ids[i])
+
+# %% [markdown]
+# ## 3. 张量并行：每个 rank 拿哪一片
+#
+# 切分规则在第 2 章的加载器和第 3 章的层里已经写好了，这里只是换个 TP 信息、在 meta 设备上建模型，
+# 看看每个 rank 的权重形状（不分配内存、不读文件）。tiny-qwen3 有 4 个 Q 头、2 个 KV 头：
+# tp=4 时每个 rank 1 个 Q 头，KV 头不够分，相邻两个 rank 共用一个 KV 头的副本。
+
+
+# %%
+def local_shapes(path: str, rank: int, tp: int) -> dict[str, tuple[int, ...]]:
+    reset_tp_info()
+    set_tp_info(rank, tp)
+    try:
+        with torch.device("meta"):
+            model = create_model(ModelConfig.from_pretrained(path))
+        return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    finally:
+        reset_tp_info()
+
+
+KEYS = {
+    "qkv_proj": "model.layers.0.self_attn.qkv_proj.weight",
+    "o_proj": "model.layers.0.self_attn.o_proj.weight",
+    "gate_up_proj": "model.layers.0.mlp.gate_up_proj.weight",
+    "down_proj": "model.layers.0.mlp.down_proj.weight",
+    "embed_tokens": "model.embed_tokens.weight",
+}
+print("tiny-qwen3 每个 rank 上的形状：")
+print(f"{'':6s}" + "".join(f"{k:>16s}" for k in KEYS))
+for tp in (1, 2, 4):
+    shapes = local_shapes(DENSE, 0, tp)
+    print(f"{f'tp={tp}':6s}" + "".join(f"{str(shapes[v]):>16s}" for v in KEYS.values()))
+num_kv = ModelConfig.from_pretrained(DENSE).num_kv_heads
+print("tp=4 时各 rank 的 KV 头:", [r * num_kv // 4 for r in range(4)])
+moe_shapes = local_shapes(MOE, 1, 2)
+print("tiny-qwen3-moe，tp=2 的 rank 1:")
+for name in ("gate.weight", "experts.gate_up_proj", "experts.down_proj"):
+    print(f"  mlp.{name:22s}{moe_shapes['model.layers.0.mlp.' + name]}")
+
+# %% [markdown]
+# ## 4. 起 2 个进程
+#
+# `spawn_ranks(fn, 2, args)` 起 2 个 Python 进程，每个先加入进程组（gloo 或 NCCL），再运行
+# `fn(*args)`——这里是 `load_and_generate`：加载**本 rank 的那一片**权重，建自己的 KV 池，
+# 贪心生成。每一层里行并行的线性层、MoE 层各 all_reduce 一次，LM head all_gather 一次；
+# 最后每个 rank 都拿到同样的 logits。把它们和 tp=1（就在本进程里算）比较。
+
+# %%
+if device.type == "cuda" and torch.cuda.device_count() >= 2:
+    rank_device, ref_device = "cuda", device
+    print(f"{torch.cuda.device_count()} 块 GPU：每个 rank 一块，用 NCCL 通信")
+else:
+    rank_device, ref_device = "cpu", torch.device("cpu")
+    if device.type == "cuda":
+        print("只有 1 块 GPU：NCCL 要求每个 rank 各有一块 GPU，")
+        print("所以 2 个 rank 和 tp=1 的参照都放在 CPU 上，用 gloo 通信")
+    else:
+        print("没有 GPU：2 个 rank 都在 CPU 上，用 gloo 通信")
+
+for path in (DENSE, MOE):
+    ref = load_and_generate(path, prompts, STEPS, device=ref_device)
+    start = time.perf_counter()
+    outs = spawn_ranks(load_and_generate, 2, (path, prompts, STEPS), device=rank_device)
+    elapsed = time.perf_counter() - start
+    diff = max((a - b).abs().max().item() for a, b in zip(outs[0].logits, ref.logits))
+    same = all(out.token_ids == ref.token_ids for out in outs)
+    ranks_agree = all(torch.equal(a, b) for a, b in zip(outs[0].logits, outs[1].logits))
+    print(f"{path}：2 个 rank 从启动到结束 {elapsed:.1f} s")
+    print(
+        f"  tp=2 与 tp=1 的 token 相同：{same}；logits 最大误差 {diff:.1e}（< 1e-4：{diff < 1e-4}）"
+    )
+    print(f"  两个 rank 的 logits 逐位相同：{ranks_agree}")
+    print("  tp=2 生成的 token:", outs[0].token_ids)
+
+# %% [markdown]
+# ## 5. 出错时不会卡住
+#
+# tiny-qwen3 的 4 个 Q 头分不成 3 份：tp=3 时每个 rank 在建模型时就报错。`spawn_ranks` 发现
+# 有 rank 失败，立刻杀掉其余的 rank，把 traceback 交给我们——不会有哪个 rank 卡在等别人的
+# all_reduce 里。
+
+# %%
+try:
+    spawn_ranks(load_and_generate, 3, (DENSE, prompts, 4))
+except RuntimeError as e:
+    print("tp=3 失败了：", str(e).strip().splitlines()[-1])
+print("还有没退出的子进程吗:", psutil.Process().children(recursive=True))

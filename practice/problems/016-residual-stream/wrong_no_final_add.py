@@ -1,0 +1,50 @@
+"""错误答案：最后直接对残差流做 final_norm，忘了最后一层 MLP 的输出还没加进去。"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+
+def _normalize(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    xf = x.float()
+    return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """返回新张量：weight * x / sqrt(mean(x²) + eps)，沿最后一维。"""
+    return _normalize(x, weight, eps)
+
+
+def fused_add_rmsnorm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> None:
+    """原地：residual <- x + residual；x <- rmsnorm(新的 residual)。"""
+    residual.add_(x)
+    x.copy_(_normalize(residual, weight, eps))
+
+
+@dataclass
+class Layer:
+    input_norm: torch.Tensor
+    attn: Callable[[torch.Tensor], torch.Tensor]
+    post_norm: torch.Tensor
+    mlp: Callable[[torch.Tensor], torch.Tensor]
+
+
+def decoder_forward(
+    h: torch.Tensor, layers: list[Layer], final_norm: torch.Tensor, eps: float
+) -> torch.Tensor:
+    if not layers:
+        return rmsnorm(h, final_norm, eps)
+    residual = h.clone()
+    x = rmsnorm(h, layers[0].input_norm, eps)
+    for i, layer in enumerate(layers):
+        if i > 0:
+            fused_add_rmsnorm(x, residual, layer.input_norm, eps)
+        x = layer.attn(x)
+        fused_add_rmsnorm(x, residual, layer.post_norm, eps)
+        x = layer.mlp(x)
+    return rmsnorm(residual, final_norm, eps)  # 错在这里：最后一层 MLP 的输出 x 没有加进残差流
