@@ -278,7 +278,11 @@ def _slice_lines(rel: str, n: int) -> list[_Line] | None:
     first, _ = _homes()[rel]
     if n < first:
         return None
-    return [ln for ln in _parsed(rel) if ln.lo <= n < ln.hi]
+    lines = [ln for ln in _parsed(rel) if ln.lo <= n < ln.hi]
+    # 文件末尾的标记块被切掉后，前面为它留的空行会悬在末尾：去掉
+    while lines and not lines[-1].text.strip():
+        lines.pop()
+    return lines
 
 
 def slice_text(rel: str, n: int) -> str | None:

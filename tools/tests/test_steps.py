@@ -182,6 +182,13 @@ def test_stats_tree_and_diff(repo: Path) -> None:
     assert "-    return 1" in d and "+    return 2" in d
 
 
+def test_no_trailing_blank_lines_after_a_cut_block(repo: Path) -> None:
+    write(repo / "minisgl/c.py", "C = 1\n\n\n# >> ch03\nD = 2\n# << ch03\n")
+    steps.reset_caches()
+    assert steps.slice_text("c.py", 2) == "C = 1\n"
+    assert steps.slice_text("c.py", 3) == "C = 1\n\n\nD = 2\n"
+
+
 def test_slices(repo: Path) -> None:
     assert steps.slice_text("c.py", 1) is None
     assert steps.slice_text("c.py", 2) == "C = 1\n"
