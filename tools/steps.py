@@ -141,7 +141,7 @@ def load_chapters() -> list[Chapter]:
 
 def reset_caches() -> None:
     """REPO 或文件内容变化后（测试里）清空缓存。"""
-    for f in (load_chapters, _homes, _parsed):
+    for f in (load_chapters, _homes, _parsed, status):
         f.cache_clear()
 
 
@@ -307,6 +307,7 @@ class Status:
     early: list[str]
 
 
+@functools.cache  # 统计行、文件清单行和文件树各要一次；切片比较只做一遍
 def status(n: int) -> Status:
     c = get_chapter(n)
     before = set(files_at(n - 1)) if n > 1 else set()
