@@ -8,7 +8,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,3 +56,35 @@ def models_dir(pytestconfig: pytest.Config) -> Path:
 def tiny_model(models_dir: Path) -> Path:
     """默认的内嵌小模型（Qwen3 结构、真实的 Qwen 词表、随机但不退化的权重）。"""
     return models_dir / "tiny-qwen3"
+
+
+# CI 在 CPU 上跑；GPU 机器上设 MINISGL_DEVICE=cuda，第 8 章起的调度器测试就在 CUDA 上跑同一组断言
+TEST_DEVICE = os.environ.get("MINISGL_DEVICE", "cpu")
+
+
+@pytest.fixture
+def make_llm() -> Iterator[Callable[..., Any]]:
+    """第 8 章起：``make_llm(model, **改动)`` 建一个 float32 的离线 ``LLM``（小 KV 池、小页表），
+    测试结束时统一关掉。float32 让不同批次组合下的输出可以逐个 token 比较。"""
+    created: list[Any] = []
+
+    def make(model: Path, **overrides: Any) -> Any:
+        import torch
+
+        from minisgl.llm import LLM
+
+        config: dict[str, Any] = dict(
+            device=TEST_DEVICE,
+            dtype=torch.float32,
+            num_pages=512,
+            max_running_reqs=8,
+            max_seq_len=256,
+        )
+        config.update(overrides)
+        llm = LLM(model, **config)
+        created.append(llm)
+        return llm
+
+    yield make
+    for llm in created:
+        llm.shutdown()

@@ -52,8 +52,9 @@ class SamplingParams:
 
     @property
     def is_greedy(self) -> bool:
-        """温度为 0 或只留 1 个候选，而且没有 top-p 截断：直接取 argmax。"""
-        return (self.temperature <= 0.0 or self.top_k == 1) and self.top_p == 1.0
+        """温度为 0 或只留 1 个候选：直接取 argmax。top-p 管不着——概率最大的那个 token
+        总在 top-p 的候选里。"""
+        return self.temperature <= 0.0 or self.top_k == 1
 
 
 @dataclass(eq=False)

@@ -186,6 +186,9 @@ class EnvSettings:
     SHELL_TOP_K = env_int(-1, "交互模式的 top-k（-1 表示不限）")
     SHELL_TOP_P = env_float(1.0, "交互模式的 top-p")
     SHELL_TEMPERATURE = env_float(0.6, "交互模式的温度")
+    # >> ch11
+    DISABLE_OVERLAP_SCHEDULING = env_bool(False, "关闭重叠调度：每一步等结果处理完再发下一步")
+    # << ch11
 
     @classmethod
     def variables(cls) -> list[EnvVar[Any]]:

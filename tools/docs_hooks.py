@@ -7,6 +7,7 @@
     [[main]]                                    本章的 main.py，加上下载 notebook、在 Colab 中打开
     [[excerpt minisgl/utils/registry.py · Registry.register]]   切片里的一段代码（限定名可省略）
     [[output cpu]]  [[output cuda]]             录制的运行结果（steps.py record 写的）
+    [[output cuda qwen3-0.6b-shape]]            换一个模型的录制（steps.py record N --model ...）
     [[test test_ch01_env.py · test_parse_bool]] 本章测试文件里的一个函数
     [[practice]]                                本章的练习题列表
 
@@ -129,7 +130,7 @@ def _call(func: Any, *args: Any) -> Any:
 @dataclass(frozen=True)
 class Directive:
     name: str
-    path: str = ""  # excerpt：minisgl/ 下的路径；test：章节目录里的文件名
+    path: str = ""  # excerpt：minisgl/ 下的路径；test：章节目录里的文件名；output：换用的模型名
     qualname: str = ""
     kind: str = ""  # output：cpu / cuda
 
@@ -146,9 +147,12 @@ def parse_directive(body: str) -> Directive:
             raise DirectiveError(f"[[{name}]] 不带参数，多出了 {rest!r}")
         return Directive(name)
     if name == "output":
-        if rest not in ("cpu", "cuda"):
-            raise DirectiveError(f"[[output ...]] 的参数只能是 cpu 或 cuda，不是 {rest!r}")
-        return Directive(name, kind=rest)
+        kind, _, model = rest.partition(" ")
+        if kind not in ("cpu", "cuda"):
+            raise DirectiveError(
+                f"[[output ...]] 的参数是 cpu 或 cuda（可再跟一个模型名），不是 {rest!r}"
+            )
+        return Directive(name, kind=kind, path=model.strip())
     # excerpt / test：PATH 或 PATH · QUALNAME
     path, sep, qualname = rest.partition(_SEP.strip())
     path, qualname = path.strip(), qualname.strip()
@@ -486,7 +490,7 @@ def expand_directive(d: Directive, chapter: int | None, ctx: Context) -> list[st
         title = f"{label}{_SEP}{d.qualname}" if d.qualname else label
         return _fence("python", ex.code, title)
     if d.name == "output":
-        header, body = _call(steps.read_recording, chapter, d.kind)
+        header, body = _call(steps.read_recording, chapter, d.kind, d.path or None)
         meta = "；".join(f"{key}：{header[key]}" for key in ("设备", "模型", "torch", "日期"))
         # attr_list 的写法：放进 === 标签页（缩进）里也还是一个普通段落，不会套出 <p><p>
         return [_md_escape(meta), "{: .page-meta }", "", *_fence("text", body)]

@@ -463,7 +463,9 @@ def validate() -> None:
         _parsed(rel)
 
 
-def _slice_env(root: Path, n: int, device: str | None = None) -> dict[str, str]:
+def _slice_env(
+    root: Path, n: int, device: str | None = None, model: str | None = None
+) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(root)
     env["MINISGL_STEP"] = str(n)
@@ -473,6 +475,8 @@ def _slice_env(root: Path, n: int, device: str | None = None) -> dict[str, str]:
     env["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     if device:
         env["MINISGL_DEVICE"] = device
+    if model:  # main 里 MODEL = os.environ.get("MINISGL_MODEL", 默认的内嵌模型)
+        env["MINISGL_MODEL"] = model
     return env
 
 
@@ -506,13 +510,15 @@ def _module_names(n: int) -> list[str]:
     return mods
 
 
-def run_main(n: int, root: Path, device: str | None, timeout: int = 600) -> tuple[int, str]:
+def run_main(
+    n: int, root: Path, device: str | None, timeout: int = 600, model: str | None = None
+) -> tuple[int, str]:
     c = get_chapter(n)
     main = root / "chapters" / c.dir.name / c.main.name
     proc = subprocess.run(
         [sys.executable, "-c", _RUN_MAIN, str(main.relative_to(root))],
         cwd=root,
-        env=_slice_env(root, n, device),
+        env=_slice_env(root, n, device, model),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -627,7 +633,14 @@ _PROBE = (
 )
 
 
-def record(n: int, device: str) -> Path:
+def recording_path(c: Chapter, kind: str, model: str | None = None) -> Path:
+    """``output.cpu.txt``、``output.cuda.txt``；换了模型时 ``output.cuda.qwen3-0.6b-shape.txt``。"""
+    suffix = f".{Path(model).name}" if model else ""
+    return c.dir / f"output.{kind}{suffix}.txt"
+
+
+def record(n: int, device: str, model: str | None = None) -> Path:
+    """录制第 n 章的 main。``model``：换一个模型（``MINISGL_MODEL``），另存一份录制。"""
     c = get_chapter(n)
     if c.model:  # 不加载模型的章节不需要生成模型（GPU 机器上也许没有生成所需的包）
         _ensure_models()
@@ -644,7 +657,7 @@ def record(n: int, device: str) -> Path:
         if probe.returncode != 0:
             raise StepsError(f"无法探测设备 {device}：\n{probe.stderr}")
         dev, torch_version, py_version = probe.stdout.strip().splitlines()[-3:]
-        code, output = run_main(n, root, device)
+        code, output = run_main(n, root, device, model=model)
         if code != 0:
             raise StepsError(f"第 {n} 章的 main 在 {device} 上失败：\n{output[-4000:]}")
     finally:
@@ -652,21 +665,23 @@ def record(n: int, device: str) -> Path:
     header = {
         "命令": f"python chapters/{c.dir.name}/{c.main.name}",
         "设备": dev,
-        "模型": c.model or "（本章不加载模型）",
+        "模型": model or c.model or "（本章不加载模型）",
         "torch": torch_version,
         "Python": py_version,
         "日期": datetime.date.today().isoformat(),
     }
     kind = "cpu" if device == "cpu" else "cuda" if device.startswith("cuda") else device
-    path = c.dir / f"output.{kind}.txt"
+    path = recording_path(c, kind, model)
     head = "".join(f"# {k}：{header[k]}\n" for k in _HEADER_KEYS)
     path.write_text(f"{head}{_HEADER_END}\n{output.rstrip()}\n", encoding="utf-8")
     return path
 
 
-def read_recording(n: int, kind: str = "cpu") -> tuple[dict[str, str], str]:
+def read_recording(
+    n: int, kind: str = "cpu", model: str | None = None
+) -> tuple[dict[str, str], str]:
     c = get_chapter(n)
-    path = c.dir / f"output.{kind}.txt"
+    path = recording_path(c, kind, model)
     if not path.exists():
         raise StepsError(f"缺少录制 {path.relative_to(REPO)}（运行 steps.py record {n}）")
     text = path.read_text(encoding="utf-8")
@@ -723,6 +738,7 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("record", help="重新运行 main 并录制输出")
     r.add_argument("n", type=_parse_chapter)
     r.add_argument("--device", default="cpu")
+    r.add_argument("--model", help="换一个模型录制（另存为 output.<设备>.<模型名>.txt）")
     r.add_argument("--verify", action="store_true", help="只比较 CPU 录制是否最新")
     sub.add_parser("run", help="用完整的包运行某章的 main").add_argument("n", type=_parse_chapter)
     args = p.parse_args(argv)
@@ -749,7 +765,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "record":
             if args.verify:
                 return 0 if check([args.n]) else 1
-            print(f"已写入 {record(args.n, args.device).relative_to(REPO)}")
+            print(f"已写入 {record(args.n, args.device, args.model).relative_to(REPO)}")
         elif args.cmd == "run":
             ch = get_chapter(args.n)
             env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")

@@ -23,9 +23,12 @@ from minisgl.core import Batch
 from minisgl.kvcache import BaseKVCachePool
 
 from .base import BaseAttnBackend, BaseAttnMetadata
-from .utils import cu_seqlens
+from .utils import cu_seqlens, to_device
 
 __all__ = ["NativeAttnBackend", "NativeAttnMetadata", "SeqPlan", "attention", "extend_causal_mask"]
+# >> ch07
+__all__ += ["NativeGraphMetadata"]
+# << ch07
 
 
 def extend_causal_mask(
@@ -95,12 +98,16 @@ class NativeAttnBackend(BaseAttnBackend):
                     mask=extend_causal_mask(r.cached_len, r.extend_len, device),
                 )
             )
-        batch.attn_metadata = NativeAttnMetadata(cu_seqlens_q=cu.to(device), seqs=seqs)
+        batch.attn_metadata = NativeAttnMetadata(cu_seqlens_q=to_device(cu, device), seqs=seqs)
 
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: Batch
     ) -> torch.Tensor:
         meta = batch.attn_metadata
+        # >> ch07
+        if isinstance(meta, NativeGraphMetadata):
+            return self._forward_padded_decode(q, k, v, layer_id, batch.out_loc, meta)
+        # << ch07
         if not isinstance(meta, NativeAttnMetadata):
             raise TypeError(f"expected NativeAttnMetadata, got {type(meta).__name__}")
         # 1. 写：先写后读，新 token 才能看到自己
@@ -115,6 +122,62 @@ class NativeAttnBackend(BaseAttnBackend):
             # 3. 算
             out[s.q_start : s.q_end] = attention(q[s.q_start : s.q_end], k_seq, v_seq, s.mask)
         return out
+
+    # >> ch07
+    def make_graph_metadata(self, max_bs: int) -> NativeGraphMetadata:
+        """CUDA Graph 用的元数据：形状按最大批次和页表的列数固定，重放前只改内容。"""
+        columns = self.page_table.shape[1]
+        device = self.page_table.device
+        return NativeGraphMetadata(
+            slots=torch.zeros(max_bs, columns, dtype=torch.int64, device=device),
+            kv_lens=torch.ones(max_bs, dtype=torch.int64, device=device),
+        )
+
+    def fill_graph_metadata(
+        self, meta: NativeGraphMetadata, batch: Batch, padded_bs: int, dummy_slot: int
+    ) -> None:
+        """把一个 decode 批次写进固定形状的元数据；第 ``bs .. padded_bs-1`` 行是补齐的假请求，
+        它们只看哑页里的 1 个槽位。全部是原地拷贝：图里记住的是这几块内存的地址。"""
+        bs = batch.size
+        rows = torch.tensor([r.table_idx for r in batch.reqs], dtype=torch.int64)
+        lens = torch.tensor([r.device_len for r in batch.reqs], dtype=torch.int64)
+        meta.slots[:bs].copy_(self.page_table[to_device(rows, self.page_table.device)])
+        meta.slots[bs:padded_bs].fill_(dummy_slot)
+        meta.kv_lens[:bs].copy_(lens, non_blocking=True)
+        meta.kv_lens[bs:padded_bs].fill_(1)
+
+    def _forward_padded_decode(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        layer_id: int,
+        out_loc: torch.Tensor,
+        meta: NativeGraphMetadata,
+    ) -> torch.Tensor:
+        """decode 的"整批一次算"版本：没有按请求的 Python 循环，张量形状只取决于批大小，
+        所以可以被 CUDA Graph 捕获。代价是每个请求都读满页表的一整行（用掩码去掉多余的）。"""
+        self.kv_cache.store_kv(k, v, out_loc, layer_id)
+        bs = q.shape[0]
+        slots = meta.slots[:bs]  # (bs, L)
+        k_flat = self.kv_cache.k_cache(layer_id).flatten(0, 1)  # (槽位数, kv 头数, head_dim)
+        v_flat = self.kv_cache.v_cache(layer_id).flatten(0, 1)
+        k_seq, v_seq = k_flat[slots], v_flat[slots]  # (bs, L, kv 头数, head_dim)
+        group = q.shape[1] // k.shape[1]
+        if group > 1:
+            k_seq = k_seq.repeat_interleave(group, dim=2)
+            v_seq = v_seq.repeat_interleave(group, dim=2)
+        columns = torch.arange(slots.shape[1], device=slots.device)
+        mask = columns[None, :] < meta.kv_lens[:bs, None]  # (bs, L)：只看前 kv_len 个
+        o = F.scaled_dot_product_attention(
+            q[:, :, None, :],  # (bs, Hq, 1, D)
+            k_seq.transpose(1, 2),  # (bs, Hq, L, D)
+            v_seq.transpose(1, 2),
+            attn_mask=mask[:, None, None, :],
+        )
+        return o[:, :, 0, :]
+
+    # << ch07
 
 
 def attention(
@@ -138,3 +201,19 @@ def attention(
         q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask
     )
     return o.transpose(0, 1)
+
+
+# >> ch07
+@dataclass
+class NativeGraphMetadata(BaseAttnMetadata):
+    """decode 专用、形状固定的元数据（CUDA Graph 捕获时用；CPU 上也能即时运行，测试用它）。"""
+
+    slots: torch.Tensor  # (max_bs, 页表列数) int64：每个请求的第 i 个 token 在哪个槽位
+    kv_lens: torch.Tensor  # (max_bs,) int64：每个请求这一步之后有几个 token 的 K/V
+
+    def get_last_indices(self, bs: int) -> torch.Tensor:
+        # decode 每个请求恰好 1 个新 token，第 i 个就在第 i 行
+        return torch.arange(bs, device=self.kv_lens.device)
+
+
+# << ch07

@@ -23,7 +23,7 @@ from minisgl.utils import pin_memory
 if TYPE_CHECKING:
     from minisgl.core import Batch, Req
 
-__all__ = ["cu_seqlens", "make_positions", "page_slots", "prepare_batch"]
+__all__ = ["cu_seqlens", "make_positions", "page_slots", "prepare_batch", "to_device"]
 
 
 def cu_seqlens(lengths: Sequence[int], device: torch.device | str = "cpu") -> torch.Tensor:
@@ -31,13 +31,13 @@ def cu_seqlens(lengths: Sequence[int], device: torch.device | str = "cpu") -> to
     第 ``i`` 段是 ``[cu[i], cu[i+1])``，``cu[-1]`` 是总长度。"""
     cu = torch.zeros(len(lengths) + 1, dtype=torch.int32)
     cu[1:] = torch.tensor(list(lengths), dtype=torch.int64).cumsum(0)
-    return _to_device(cu, device)
+    return to_device(cu, device)
 
 
 def make_positions(reqs: Sequence[Req], device: torch.device | str = "cpu") -> torch.Tensor:
     """每个新 token 在自己序列里的位置：请求 r 贡献 ``cached_len .. device_len - 1``（int32）。"""
     pos = torch.cat([torch.arange(r.cached_len, r.device_len, dtype=torch.int32) for r in reqs])
-    return _to_device(pos, device)
+    return to_device(pos, device)
 
 
 def page_slots(pages: Sequence[int] | torch.Tensor, page_size: int, length: int) -> torch.Tensor:
@@ -67,14 +67,14 @@ def prepare_batch(batch: Batch, page_table: torch.Tensor) -> Batch:
         if not 0 <= r.table_idx < page_table.shape[0] or r.device_len > page_table.shape[1]:
             raise ValueError(f"{r} does not fit in a page table of shape {tuple(page_table.shape)}")
     ids = torch.cat([r.input_ids[r.cached_len : r.device_len] for r in reqs]).to(torch.int32)
-    batch.input_ids = _to_device(ids, device)
+    batch.input_ids = to_device(ids, device)
     batch.positions = make_positions(reqs, device)
     # 页表已经在设备上：切片再拼接都在设备上完成，不需要把页表拷回主机
     batch.out_loc = torch.cat([page_table[r.table_idx, r.cached_len : r.device_len] for r in reqs])
     return batch
 
 
-def _to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
     """主机上建好的小张量搬到计算设备。CUDA 上先锁页，拷贝才能和计算重叠（non_blocking）。"""
     if torch.device(device).type == "cpu":
         return t

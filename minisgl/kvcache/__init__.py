@@ -1,5 +1,5 @@
-"""KV 缓存：本章是存放 K/V 的池子（``BaseKVCachePool`` / ``MHAKVCache``）；
-第 8、10 章在这里加上前缀缓存的管理器。"""
+"""KV 缓存：第 4 章是存放 K/V 的池子（``BaseKVCachePool`` / ``MHAKVCache``）；
+第 8、10 章在这里加上前缀缓存（``naive``、``radix``）。"""
 
 from __future__ import annotations
 
@@ -33,3 +33,42 @@ def create_kvcache_pool(
         dtype=dtype,
         device=device,
     )
+
+
+# >> ch08
+# ---------------------------------------------------------------- 前缀缓存（第 8 章）
+
+from collections.abc import Callable
+
+from minisgl.utils import Registry
+
+from .base import BasePrefixCache, CacheHandle
+from .naive_cache import NaivePrefixCache
+
+# >> ch10
+from .radix_cache import RadixNode, RadixPrefixCache
+
+__all__ += ["RadixNode", "RadixPrefixCache"]
+# << ch10
+
+__all__ += [
+    "SUPPORTED_PREFIX_CACHES",
+    "BasePrefixCache",
+    "CacheHandle",
+    "NaivePrefixCache",
+    "create_prefix_cache",
+]
+
+# 按名字登记：命令行上的 --cache-type 在这里找实现。第 10 章再登记一个 "radix"
+SUPPORTED_PREFIX_CACHES: Registry[Callable[[int], BasePrefixCache]] = Registry("prefix cache")
+SUPPORTED_PREFIX_CACHES.register("naive")(NaivePrefixCache)
+# >> ch10
+SUPPORTED_PREFIX_CACHES.register("radix")(RadixPrefixCache)
+# << ch10
+
+
+def create_prefix_cache(name: str, page_size: int) -> BasePrefixCache:
+    return SUPPORTED_PREFIX_CACHES.get(name)(page_size)
+
+
+# << ch08

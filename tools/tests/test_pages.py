@@ -221,6 +221,10 @@ def test_template_check_rejects_wrong_order_and_missing_parts() -> None:
         ("practice", Directive("practice")),
         ("output cpu", Directive("output", kind="cpu")),
         ("output cuda", Directive("output", kind="cuda")),
+        (
+            "output cuda qwen3-0.6b-shape",
+            Directive("output", kind="cuda", path="qwen3-0.6b-shape"),
+        ),
         ("excerpt minisgl/env.py", Directive("excerpt", path="minisgl/env.py")),
         (
             "excerpt minisgl/utils/registry.py · Registry.register",

@@ -1,0 +1,165 @@
+"""decode 的 CUDA Graph：把一整步 decode 的几百个 kernel 录成一张图，之后一次提交。
+
+decode 每步每个请求只算 1 个 token，GPU 上每个 kernel 都很短，CPU 逐个发射 kernel 的开销
+反而成了瓶颈。CUDA Graph 把"发射哪些 kernel、读写哪些地址"录下来，重放时一次提交。
+代价是图里的一切都是固定的：
+
+- **形状固定**：每个批大小录一张图。真实批大小向上补齐到最近的一档（``padded_batch_size``），
+  补出来的假请求读写"哑页"，算出来的 logits 扔掉；
+- **地址固定**：输入（token、位置、写入槽位、注意力元数据）放在事先分配好的静态张量里，
+  重放前原地拷进去；输出也在图自己的内存里，重放后切出前 ``bs`` 行；
+- **不能有主机同步**：图里不能有 ``.item()``、``.tolist()``，也不能有按请求的 Python 循环——
+  所以注意力后端要提供一条"整批一次算"的 decode 路径（``make_graph_metadata`` 等三个方法）。
+
+图只在 CUDA 上有（``utils.device.cuda_graph_available``）。别的设备上 ``GraphRunner`` 是关着的：
+``can_run`` 永远返回 False，Engine 每步都即时执行，代码不用分两套。
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+
+from minisgl.core import Batch, Context, Req
+from minisgl.utils import cuda_graph_available, init_logger
+
+if TYPE_CHECKING:
+    from minisgl.models.base import BaseLLMModel
+
+__all__ = ["GraphRunner", "padded_batch_size"]
+
+logger = init_logger(__name__)
+
+_GRAPH_HOOKS = ("make_graph_metadata", "fill_graph_metadata")
+
+
+def padded_batch_size(bs: int, batch_sizes: Sequence[int]) -> int | None:
+    """``batch_sizes``（升序）里不小于 ``bs`` 的最小一档；比最大一档还大时返回 None（即时执行）。"""
+    if bs < 1:
+        raise ValueError(f"batch size must be >= 1, got {bs}")
+    i = bisect.bisect_left(batch_sizes, bs)
+    return batch_sizes[i] if i < len(batch_sizes) else None
+
+
+class GraphRunner:
+    """为 ``batch_sizes`` 里的每一档录一张 decode 图；``can_run`` / ``replay`` 供 Engine 调用。"""
+
+    def __init__(
+        self,
+        model: BaseLLMModel,
+        ctx: Context,
+        *,
+        batch_sizes: Sequence[int],
+        device: torch.device,
+        dummy_page: int,
+    ) -> None:
+        self.model = model
+        self.ctx = ctx
+        self.device = torch.device(device)
+        # 一档也不能比页表的行数多：补齐后的假请求也要占页表的"行"（虽然只读哑页）
+        max_rows = ctx.page_table.shape[0]
+        self.batch_sizes = sorted({b for b in batch_sizes if 1 <= b <= max_rows})
+        self.dummy_slot = dummy_page * ctx.page_size
+        backend = ctx.attn_backend
+        self.reason = ""
+        if not self.batch_sizes:
+            self.reason = "no batch sizes"
+        elif not cuda_graph_available(self.device):
+            self.reason = f"not available on {self.device.type}"
+        elif not all(hasattr(backend, h) for h in _GRAPH_HOOKS):
+            self.reason = f"attention backend {type(backend).__name__} cannot be captured"
+        self.enabled = not self.reason
+        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
+        if self.enabled:
+            self.allocate_static(max(self.batch_sizes))
+            self._capture_all()
+
+    def describe(self) -> str:
+        if not self.enabled:
+            return f"off ({self.reason})"
+        return f"on, batch sizes {self.batch_sizes}"
+
+    # ------------------------------------------------------------ 静态输入
+
+    def allocate_static(self, max_bs: int) -> None:
+        """所有档位共用一套静态输入：小档用前几行。"""
+        device = self.device
+        self.input_ids = torch.zeros(max_bs, dtype=torch.int32, device=device)
+        self.positions = torch.zeros(max_bs, dtype=torch.int32, device=device)
+        self.out_loc = torch.full((max_bs,), self.dummy_slot, dtype=torch.int32, device=device)
+        self.meta = self.ctx.attn_backend.make_graph_metadata(max_bs)  # type: ignore[attr-defined]
+
+    def static_batch(self, bs: int) -> Batch:
+        """一个由 ``bs`` 个假请求组成、字段指向静态张量前 ``bs`` 行的 decode 批次。"""
+        dummies = [Req(torch.zeros(1, dtype=torch.int32), table_idx=0) for _ in range(bs)]
+        batch = Batch(dummies, "decode")
+        batch.input_ids = self.input_ids[:bs]
+        batch.positions = self.positions[:bs]
+        batch.out_loc = self.out_loc[:bs]
+        batch.attn_metadata = self.meta
+        return batch
+
+    def fill(self, batch: Batch, padded_bs: int) -> None:
+        """把真实批次拷进静态张量的前 ``bs`` 行，``bs .. padded_bs-1`` 行填假请求。"""
+        bs = batch.size
+        self.input_ids[:bs].copy_(batch.input_ids)
+        self.positions[:bs].copy_(batch.positions)
+        self.out_loc[:bs].copy_(batch.out_loc)
+        self.input_ids[bs:padded_bs].fill_(0)
+        self.positions[bs:padded_bs].fill_(0)
+        self.out_loc[bs:padded_bs].fill_(self.dummy_slot)
+        self.ctx.attn_backend.fill_graph_metadata(  # type: ignore[attr-defined]
+            self.meta, batch, padded_bs, self.dummy_slot
+        )
+
+    def run_static(self, bs: int) -> torch.Tensor:
+        """在静态张量上即时跑一次前 ``bs`` 行（捕获前的预热；CPU 上的测试也用它）。"""
+        batch = self.static_batch(bs)
+        with self.ctx.forward_batch(batch):
+            return self.model.forward()
+
+    # ------------------------------------------------------------ 捕获与重放
+
+    def _capture_all(self) -> None:
+        pool = torch.cuda.graph_pool_handle()
+        # 从大到小捕获：大图先占好内存池，小图复用其中的块
+        for bs in reversed(self.batch_sizes):
+            self.out_loc[:bs].fill_(self.dummy_slot)
+            self.meta.slots[:bs].fill_(self.dummy_slot)
+            self.meta.kv_lens[:bs].fill_(1)
+            # 预热放在旁路流上：懒初始化（cuBLAS 句柄等）不能发生在捕获期间
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(side):
+                self.run_static(bs)
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                logits = self.run_static(bs)
+            self.graphs[bs] = (graph, logits)
+        torch.cuda.synchronize(self.device)
+        logger.info(f"captured cuda graphs for decode batch sizes {self.batch_sizes}")
+
+    def can_run(self, batch: Batch) -> bool:
+        return (
+            self.enabled
+            and batch.is_decode
+            and padded_batch_size(batch.size, self.batch_sizes) is not None
+        )
+
+    def replay(self, batch: Batch) -> torch.Tensor:
+        """拷入输入、重放、切出前 ``bs`` 行 logits。返回的是图内存的视图：下一次重放会覆盖它，
+        调用方在那之前用完（Engine 紧接着就采样）。"""
+        padded = padded_batch_size(batch.size, self.batch_sizes)
+        if not self.can_run(batch) or padded is None:
+            raise RuntimeError(f"cannot replay a cuda graph for {batch}")
+        graph, logits = self.graphs[padded]
+        self.fill(batch, padded)
+        graph.replay()
+        return logits[: batch.size]
+
+    def destroy(self) -> None:
+        self.graphs.clear()

@@ -1,0 +1,88 @@
+"""离线推理：``LLM(...).generate(prompts)``，一次交进去一批提示，等它们全部生成完。
+
+它不开新进程、不走网络：在当前进程里建一个调度器，把所有提示放进等待队列，然后一步一步
+地跑调度循环，直到每个请求都结束。和在线服务用的是同一个调度器，只是请求一次性到齐。
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from minisgl.core import SamplingParams
+from minisgl.scheduler import PendingReq, Scheduler, SchedulerConfig, TokenOutput
+from minisgl.utils import load_tokenizer
+
+__all__ = ["LLM", "RequestOutput"]
+
+
+@dataclass
+class RequestOutput:
+    """一个请求的最终结果。出错的请求 ``token_ids`` 为空，``error`` 说明原因。"""
+
+    uid: int
+    prompt_ids: list[int]
+    token_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    finish_reason: str | None = None
+    error: str | None = None
+
+
+class LLM:
+    """``LLM("models/tiny-qwen3", num_pages=256)``：关键字参数就是 ``SchedulerConfig`` 的字段。"""
+
+    def __init__(self, model_path: str | Path, **config: Any) -> None:
+        self.config = SchedulerConfig(model_path=model_path, **config)
+        self.scheduler = Scheduler(self.config)
+        self._tokenizer: Any = None
+        self._next_uid = 0
+
+    @property
+    def tokenizer(self) -> Any:
+        """分词器按需加载：只传 token id 的调用方用不着它。"""
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.config.model_path)
+        return self._tokenizer
+
+    def generate(
+        self,
+        prompts: Sequence[str] | Sequence[Sequence[int]],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+    ) -> list[RequestOutput]:
+        """文本（原样编码，不套对话模板）或 token id 列表；采样参数可以一个，也可以每个提示一个。
+        返回的顺序和 ``prompts`` 相同。"""
+        if sampling_params is None or isinstance(sampling_params, SamplingParams):
+            sampling_params = [sampling_params or SamplingParams()] * len(prompts)
+        if len(sampling_params) != len(prompts):
+            raise ValueError(f"{len(prompts)} prompts but {len(sampling_params)} sampling params")
+        results: dict[int, RequestOutput] = {}
+        for prompt, params in zip(prompts, sampling_params):
+            ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+            uid, self._next_uid = self._next_uid, self._next_uid + 1
+            results[uid] = RequestOutput(uid, prompt_ids=ids)
+            req = PendingReq(uid, torch.tensor(ids, dtype=torch.int32), params)
+            self._record(results, self.scheduler.add_request(req))
+        while self.scheduler.has_work:
+            for out in self.scheduler.step():
+                self._record(results, out)
+        for r in results.values():
+            if r.token_ids and isinstance(prompts[0], str):
+                r.text = self.tokenizer.decode(r.token_ids, skip_special_tokens=True)
+        return list(results.values())
+
+    @staticmethod
+    def _record(results: dict[int, RequestOutput], out: TokenOutput | None) -> None:
+        if out is None:
+            return
+        r = results[out.uid]
+        if out.token is not None:
+            r.token_ids.append(out.token)
+        if out.finished:
+            r.finish_reason, r.error = out.finish_reason, out.error
+
+    def shutdown(self) -> None:
+        self.scheduler.shutdown()

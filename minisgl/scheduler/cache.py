@@ -1,0 +1,176 @@
+"""KV 页的账目：空闲列表、按需分配、请求结束时归还，以及一个真正会失败的完整性检查。"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from minisgl.attention import page_slots
+from minisgl.kvcache import BasePrefixCache, CacheHandle
+from minisgl.utils import align_down, div_ceil
+
+from .utils import SchedReq
+
+__all__ = ["CacheManager"]
+
+
+class CacheManager:
+    """管 KV 池里的页：每一页在任何时刻恰好处于三种状态之一——
+
+    - 空闲：在 ``_free`` 里，谁都可以拿；
+    - 被缓存：归前缀缓存所有（第 10 章；naive 时没有这种页）；
+    - 被占用：某个运行中请求自己的页（``req.pages`` 里前缀之后的那些）。
+
+    分配是"按需"的：请求每走一步，只补上这一步要写的 token 所在的页。会不会中途不够用，
+    由 ``PrefillManager`` 在接纳请求时预留保证，这里只负责记账。
+    """
+
+    def __init__(
+        self,
+        num_pages: int,
+        page_size: int,
+        page_table: torch.Tensor,
+        prefix_cache: BasePrefixCache,
+    ) -> None:
+        self.num_pages = num_pages
+        self.page_size = page_size
+        self.page_table = page_table
+        self.prefix_cache = prefix_cache
+        self._free = list(range(num_pages - 1, -1, -1))  # pop() 先拿小号的页
+        self._free_set = set(self._free)
+
+    # ------------------------------------------------------------ 数量
+
+    @property
+    def num_free_pages(self) -> int:
+        return len(self._free)
+
+    @property
+    def available_pages(self) -> int:
+        """现在能拿到的页：空闲的，加上前缀缓存里没被锁住、可以淘汰的。"""
+        return self.num_free_pages + self.prefix_cache.size_info[0]
+
+    def pages_for(self, num_tokens: int) -> int:
+        return div_ceil(num_tokens, self.page_size)
+
+    # ------------------------------------------------------------ 分配与释放
+
+    def allocate(self, num_pages: int) -> list[int]:
+        if num_pages > len(self._free):
+            # 空闲页不够：淘汰前缀缓存里没人用的页（naive 时什么也淘汰不出来）
+            for page in self.prefix_cache.evict(num_pages - len(self._free)):
+                self._push_free(page)
+        if num_pages > len(self._free):
+            raise RuntimeError(
+                f"out of KV pages: need {num_pages}, {len(self._free)} free "
+                f"(the admission check should have prevented this)"
+            )
+        pages = [self._free.pop() for _ in range(num_pages)]
+        self._free_set.difference_update(pages)
+        return pages
+
+    def free(self, pages: Iterable[int]) -> None:
+        for page in pages:
+            self._push_free(page)
+
+    def _push_free(self, page: int) -> None:
+        # 释放两次是调度器的 bug（mini-sglang PR #111 就是这样一个 bug）：当场报错，
+        # 否则同一页会被分给两个请求，互相覆盖 KV，输出悄悄变错
+        if page in self._free_set or not 0 <= page < self.num_pages:
+            raise RuntimeError(f"page {page} is already free or out of range (double free?)")
+        self._free.append(page)
+        self._free_set.add(page)
+
+    def match_req(self, input_ids: torch.Tensor) -> tuple[CacheHandle, list[int]]:
+        """新请求能复用的前缀。最后一个 token 不参与匹配：它总得重算一遍，才有 logits 可以采样。"""
+        return self.prefix_cache.match_prefix(input_ids[:-1].tolist())
+
+    def ensure_pages(self, req: SchedReq, num_tokens: int) -> None:
+        """让请求的页够放前 ``num_tokens`` 个 token，新拿到的页写进页表它那一行。"""
+        missing = self.pages_for(num_tokens) - len(req.pages)
+        if missing > 0:
+            start = len(req.pages)
+            req.pages += self.allocate(missing)
+            self.write_row(req, start)
+
+    def write_row(self, req: SchedReq, first_page: int = 0) -> None:
+        """把 ``req.pages[first_page:]`` 换算成槽位，写进页表第 ``req.table_idx`` 行的对应列。"""
+        pages = req.pages[first_page:]
+        if not pages:
+            return
+        begin = first_page * self.page_size
+        slots = page_slots(pages, self.page_size, len(pages) * self.page_size)
+        row = self.page_table[req.table_idx]
+        row[begin : begin + len(slots)] = slots.to(row.device, non_blocking=True)
+
+    # >> ch10
+    def cache_req(self, req: SchedReq) -> None:
+        """把请求已经算好 KV 的整页交给前缀缓存，以后的请求就能复用。
+
+        交过去之后再匹配一次：缓存里原本就有的部分，页号和请求自己的不同——那是两个请求各算了
+        一遍的重复 KV，请求这边的那几页还回空闲列表，页表这一行改指缓存的页。最后把锁从旧的
+        前缀挪到新的、更长的前缀上。不满一页的尾巴仍归请求自己。
+        """
+        done = align_down(min(req.cached_len, len(req.input_ids)), self.page_size)
+        old = req.cache_handle.cached_len // self.page_size
+        if done // self.page_size <= old:
+            return
+        ids = req.input_ids[:done].tolist()
+        self.prefix_cache.insert_prefix(ids, req.pages[: done // self.page_size])
+        handle, tree_pages = self.prefix_cache.match_prefix(ids)  # naive：什么也匹配不到
+        self.prefix_cache.lock(handle)
+        self.prefix_cache.unlock(req.cache_handle)
+        duplicates = [p for p, q in zip(req.pages[old:], tree_pages[old:]) if p != q]
+        req.pages[: len(tree_pages)] = tree_pages
+        req.cache_handle = handle
+        if duplicates:
+            self.free(duplicates)
+            self.write_row(req, old)
+
+    # << ch10
+    def release_req(self, req: SchedReq) -> None:
+        """请求结束：解锁它用的前缀，它自己的页还回空闲列表。"""
+        num_cached = req.cache_handle.cached_len // self.page_size
+        self.prefix_cache.unlock(req.cache_handle)
+        self.free(req.pages[num_cached:])
+        req.pages = []
+        req.cache_handle = CacheHandle(0)
+
+    # ------------------------------------------------------------ 完整性
+
+    def check_integrity(self, reqs: Iterable[SchedReq]) -> None:
+        """每一页恰好在一处：空闲、被缓存、或者属于某一个运行中的请求；加起来正好是全部页。
+
+        另外，每个请求前缀部分的页必须在缓存里。不对就抛 ``RuntimeError``，说明是哪一页。
+        """
+        problems: list[str] = []
+        if len(self._free) != len(self._free_set):
+            problems.append("the free list has duplicates")
+        cached = self.prefix_cache.cached_pages()
+        cached_set = set(cached)
+        if len(cached) != len(cached_set):
+            problems.append("the prefix cache holds a page twice")
+        owner: dict[int, str] = {p: "free" for p in self._free_set}
+        for p in cached_set:
+            if p in owner:
+                problems.append(f"page {p} is both cached and {owner[p]}")
+            owner[p] = "cached"
+        for req in reqs:
+            num_cached = req.cache_handle.cached_len // self.page_size
+            for p in req.pages[:num_cached]:
+                if p not in cached_set:
+                    problems.append(f"prefix page {p} of uid {req.uid} is not in the cache")
+            for p in req.pages[num_cached:]:
+                if p in owner:
+                    problems.append(f"page {p} of uid {req.uid} is also {owner[p]}")
+                owner[p] = f"held by uid {req.uid}"
+        if len(owner) != self.num_pages or any(not 0 <= p < self.num_pages for p in owner):
+            lost = sorted(set(range(self.num_pages)) - set(owner))
+            problems.append(f"{len(owner)}/{self.num_pages} pages accounted for, lost {lost[:8]}")
+        try:
+            self.prefix_cache.check_integrity()
+        except RuntimeError as e:
+            problems.append(str(e))
+        if problems:
+            raise RuntimeError("KV page accounting is broken: " + "; ".join(problems[:8]))

@@ -1,0 +1,33 @@
+"""调度器的配置：在 Engine 的配置上加几项"怎么排队、怎么组批"的参数。"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from minisgl.distributed import DistributedInfo
+from minisgl.engine import EngineConfig
+
+__all__ = ["SchedulerConfig"]
+
+
+@dataclass
+class SchedulerConfig(EngineConfig):
+    """``EngineConfig`` 的全部字段，加上调度器自己的。"""
+
+    # 一个 prefill 批次最多送进模型多少个新 token：太大，一步 prefill 太久，正在 decode 的请求
+    # 都得等着；太小，长提示要好几步才能算完
+    max_extend_tokens: int = 8192
+    # ~~ ch08 < ch10
+    # ~ cache_type: str = "naive"  # 前缀缓存：本章只有 naive（什么都不缓存），第 10 章加上 radix
+    # ~~
+    # >> ch10
+    cache_type: str = "radix"  # 前缀缓存：radix（复用相同的前缀）或 naive（什么都不缓存）
+    # << ch10
+    # 停止符；None 表示读模型的 config.json / generation_config.json（测试里可以指定一个）
+    eos_token_ids: tuple[int, ...] | None = None
+    tp_info: DistributedInfo = field(default_factory=lambda: DistributedInfo(0, 1))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_extend_tokens < 1:
+            raise ValueError(f"max_extend_tokens must be >= 1, got {self.max_extend_tokens}")

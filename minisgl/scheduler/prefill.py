@@ -1,0 +1,124 @@
+"""prefill 管理器：排队的请求，按 token 预算和 KV 预留，决定这一步接纳哪几个。"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from .cache import CacheManager
+from .table import ReqTable
+from .utils import PendingReq, SchedReq
+
+__all__ = ["PrefillManager"]
+
+
+class PrefillManager:
+    """先来先服务的等待队列。接纳一个请求要同时满足三件事：
+
+    1. 请求表有空行；
+    2. 这一批的新 token 没有超出预算 ``max_extend_tokens``；
+    3. KV 够：它从提示到生成完最多要的页 ≤ 现在能拿到的页 − 已经预留给别人的页。
+
+    任何一条不满足就停下——队头的请求不被跳过（否则长请求可能永远等下去）。
+    """
+
+    def __init__(self, cache: CacheManager, table: ReqTable, max_extend_tokens: int) -> None:
+        self.cache = cache
+        self.table = table
+        self.max_extend_tokens = max_extend_tokens
+        self.pending: deque[PendingReq] = deque()
+        # >> ch09
+        self.chunked: SchedReq | None = None  # 提示还没算完的那个请求（最多一个）
+        # << ch09
+
+    def __len__(self) -> int:
+        # ~~ ch08 < ch09
+        # ~ return len(self.pending)
+        # ~~
+        # >> ch09
+        return len(self.pending) + (self.chunked is not None)
+        # << ch09
+
+    def add(self, req: PendingReq) -> None:
+        self.pending.append(req)
+
+    def schedule(self, reserved_pages: int) -> list[SchedReq]:
+        """从队头开始接纳请求，直到有一条不满足。返回的请求已经有了页表行和提示要用的页。"""
+        admitted: list[SchedReq] = []
+        budget = self.max_extend_tokens
+        # >> ch09
+        if self.chunked is not None:  # 上一步没算完的请求排在最前面，接着算下一块
+            req, self.chunked = self.chunked, None
+            budget -= self._take_chunk(req, budget)
+            reserved_pages += self.cache.pages_for(req.max_device_len) - len(req.pages)
+            admitted.append(req)
+        # << ch09
+        while self.pending and self.table.num_free > 0:
+            pending = self.pending[0]
+            handle, cached_pages = self.cache.match_req(pending.input_ids)
+            # ~~ ch08 < ch09
+            # ~ extend_len = len(pending.input_ids) - handle.cached_len
+            # ~ if admitted and extend_len > budget:  # 第一个请求例外，否则长提示永远进不来
+            # ~     break
+            # ~~
+            # >> ch09
+            if budget <= 0:  # 预算还有剩，就能接纳：提示比预算长时只算放得下的那一块
+                break
+            # << ch09
+            # 先锁住匹配到的前缀：锁住的页不再算"可淘汰"，下面的可用页数才是真的
+            self.cache.prefix_cache.lock(handle)
+            total_pages = self.cache.pages_for(len(pending.input_ids) + pending.output_len)
+            need = total_pages - len(cached_pages)
+            if need > self.cache.available_pages - reserved_pages:
+                self.cache.prefix_cache.unlock(handle)
+                break
+            self.pending.popleft()
+            req = SchedReq(
+                input_ids=pending.input_ids,
+                table_idx=self.table.allocate(),
+                cached_len=handle.cached_len,
+                output_len=pending.output_len,
+                uid=pending.uid,
+                sampling_params=pending.sampling_params,
+                pages=list(cached_pages),
+                cache_handle=handle,
+            )
+            self.cache.write_row(req)  # 命中的前缀页
+            # ~~ ch08 < ch09
+            # ~ self.cache.ensure_pages(req, req.device_len)  # 提示要用的页
+            # ~ budget -= extend_len
+            # ~~
+            # >> ch09
+            budget -= self._take_chunk(req, budget)
+            # << ch09
+            reserved_pages += total_pages - len(req.pages)  # 它将来还要的页，也预留出来
+            admitted.append(req)
+        return admitted
+
+    # >> ch11
+
+    def abort(self, uid: int) -> PendingReq | SchedReq | None:
+        """从等待队列里拿掉 ``uid``：还没接纳的返回 ``PendingReq``（什么都没占），正在分块的
+        返回那个 ``SchedReq``（调用方释放它的行和页）；不在这里返回 None。"""
+        if self.chunked is not None and self.chunked.uid == uid:
+            req, self.chunked = self.chunked, None
+            return req
+        for pending in self.pending:
+            if pending.uid == uid:
+                self.pending.remove(pending)
+                return pending
+        return None
+
+    # << ch11
+    # >> ch09
+
+    def _take_chunk(self, req: SchedReq, budget: int) -> int:
+        """这一步算提示的下一块：``cached_len`` 起最多 ``budget`` 个 token。没算完的请求记为
+        ``chunked``，下一步排在最前面。返回这一块的 token 数。"""
+        size = min(len(req.input_ids) - req.cached_len, budget)
+        req.device_len = req.cached_len + size
+        self.cache.ensure_pages(req, req.device_len)  # 只拿这一块要用的页
+        if req.is_chunked:
+            self.chunked = req
+        return size
+
+    # << ch09

@@ -1,0 +1,366 @@
+"""调度器：一个 rank 上的主循环。收请求 → 组批 → 前向 → 处理结果，周而复始。
+
+每一步只做一种批次：能接纳新请求就 prefill，否则把所有运行中的请求一起 decode。请求随时
+加入、随时离开，批次每一步都不一样——这就是连续批处理。
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import torch
+
+from minisgl.attention import prepare_batch
+from minisgl.core import Batch
+from minisgl.engine import Engine
+from minisgl.kvcache import create_prefix_cache
+from minisgl.utils import init_logger
+from minisgl.utils.hf import resolve_model_path
+
+from .cache import CacheManager
+from .config import SchedulerConfig
+from .decode import DecodeManager
+from .io import ExitReq, LocalIO, SchedulerCommand, SchedulerIO
+from .prefill import PrefillManager
+from .table import ReqTable
+from .utils import PendingReq, SchedReq, TokenOutput
+
+__all__ = ["ForwardOutput", "Scheduler", "read_eos_token_ids"]
+
+# >> ch11
+from minisgl.attention import to_device
+from minisgl.env import ENV
+from minisgl.utils import Event, new_event, new_stream, pin_memory, stream_context
+
+from .utils import AbortReq
+
+# << ch11
+
+logger = init_logger(__name__)
+
+
+def read_eos_token_ids(model_path: str) -> tuple[int, ...]:
+    """模型的停止符：``generation_config.json`` 和 ``config.json`` 里的 ``eos_token_id`` 合在一起
+    （可以是一个数，也可以是一个列表；Qwen3 的对话模型有两个）。"""
+    folder = resolve_model_path(model_path, weights=False)
+    ids: set[int] = set()
+    for name in ("generation_config.json", "config.json"):
+        file = folder / name
+        if file.is_file():
+            value = json.loads(file.read_text(encoding="utf-8")).get("eos_token_id")
+            ids.update([value] if isinstance(value, int) else value or [])
+    return tuple(sorted(ids))
+
+
+@dataclass
+class ForwardOutput:
+    """一次前向发出去之后留下的东西：哪一批，采样出的 token 正在拷回主机。"""
+
+    batch: Batch
+    next_tokens: torch.Tensor  # (bs,) 主机上的张量
+    # >> ch09
+    # 发出前向那一刻，哪些行是没算完的分块（它们的 token 丢掉）。在这里记下来，而不是处理结果时
+    # 再看请求的状态：第 11 章处理结果晚一步，那时这个请求可能已经排进了下一块
+    chunked: tuple[bool, ...] = ()
+    # << ch09
+    # >> ch11
+    copy_done: Event | None = None  # 拷回主机完成的事件：处理结果之前先等它
+    # << ch11
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig, io: SchedulerIO | None = None) -> None:
+        self.config = config
+        self.engine = Engine(config)
+        self.io = io if io is not None else LocalIO()
+        self.eos_token_ids = set(config.eos_token_ids or read_eos_token_ids(str(config.model_path)))
+        self.max_seq_len = self.engine.max_seq_len
+        self.table = ReqTable(config.max_running_reqs)
+        self.cache = CacheManager(
+            self.engine.num_pages,
+            self.engine.page_size,
+            self.engine.page_table,
+            create_prefix_cache(config.cache_type, self.engine.page_size),
+        )
+        self.prefill_manager = PrefillManager(self.cache, self.table, config.max_extend_tokens)
+        self.decode_manager = DecodeManager()
+        self.stats = {"prefill_steps": 0, "decode_steps": 0, "prefill_tokens": 0}
+        # >> ch11
+        # 重叠调度：前向放在自己的流上，处理结果晚一步。上一步发出去、还没处理的前向在 in_flight
+        self.overlap = not ENV.DISABLE_OVERLAP_SCHEDULING
+        self.device = self.engine.device
+        self.stream = new_stream(self.device)
+        self.in_flight: ForwardOutput | None = None
+        # 每一行最近采样出的 token，留在设备上：下一步 decode 的输入直接从这里取，不必等它拷回主机
+        self.last_token = torch.zeros(
+            config.max_running_reqs, dtype=torch.int32, device=self.device
+        )
+        # << ch11
+
+    # ------------------------------------------------------------ 接收请求
+
+    def add_request(self, req: PendingReq) -> TokenOutput | None:
+        """校验后放进等待队列。不合法的请求不进队列，立刻得到一个带错误说明的结束输出——
+        绝不悄悄丢掉（官方实现对过长的输入只打一行日志，客户端会一直等下去）。"""
+        error = self._validate(req)
+        if error is not None:
+            logger.warning(f"rejecting request {req.uid}: {error}")
+            return TokenOutput(req.uid, None, finished=True, finish_reason="error", error=error)
+        self.prefill_manager.add(req)
+        return None
+
+    def _validate(self, req: PendingReq) -> str | None:
+        ids, params = req.input_ids, req.sampling_params
+        if ids.dim() != 1 or ids.dtype.is_floating_point:
+            return f"input_ids must be a 1-D integer tensor, got {ids.dtype} {tuple(ids.shape)}"
+        prompt_len = len(ids)
+        if prompt_len == 0:
+            return "the prompt is empty"
+        vocab = self.engine.vocab_size
+        if int(ids.min()) < 0 or int(ids.max()) >= vocab:  # 否则 embedding 越界，整个进程崩掉
+            return f"token ids must be in [0, {vocab}), got {int(ids.min())}..{int(ids.max())}"
+        if params.max_tokens < 1:
+            return f"max_tokens must be >= 1, got {params.max_tokens}"
+        if not 0.0 < params.top_p <= 1.0:
+            return f"top_p must be in (0, 1], got {params.top_p}"
+        if prompt_len >= self.max_seq_len:
+            return (
+                f"the prompt has {prompt_len} tokens, but the maximum context length is "
+                f"{self.max_seq_len} tokens (prompt + at least 1 generated token)"
+            )
+        # 能生成多少：max_tokens、上下文长度、整个 KV 池的容量，三者取最小
+        capacity = self.cache.num_pages * self.cache.page_size
+        limit = min(self.max_seq_len, capacity)
+        req.output_len = min(params.max_tokens, limit - prompt_len)
+        if req.output_len < 1:
+            return f"the prompt has {prompt_len} tokens, the whole KV cache holds {capacity}"
+        return None
+
+    # ------------------------------------------------------------ 一步
+
+    @property
+    def has_work(self) -> bool:
+        # ~~ ch08 < ch11
+        # ~ return len(self.prefill_manager) > 0 or len(self.decode_manager) > 0
+        # ~~
+        # >> ch11
+        waiting = len(self.prefill_manager) > 0 or len(self.decode_manager) > 0
+        return waiting or self.in_flight is not None
+        # << ch11
+
+    def live_reqs(self) -> list[SchedReq]:
+        """占着页表行和 KV 页的请求。"""
+        # ~~ ch08 < ch09
+        # ~ return self.decode_manager.running
+        # ~~
+        # >> ch09
+        chunked = self.prefill_manager.chunked
+        live = self.decode_manager.running + ([chunked] if chunked is not None else [])
+        # >> ch11
+        if self.in_flight is not None:  # 最后一个 token 已经发出去、结果还没处理：页还没还
+            seen = {id(r) for r in live}
+            live += [r for r in self.in_flight.batch.reqs if id(r) not in seen]  # type: ignore[misc]
+            live = [r for r in live if not r.finished]
+        # << ch11
+        return live
+        # << ch09
+
+    def schedule_next_batch(self) -> Batch | None:
+        """prefill 优先：能接纳新请求就做 prefill，否则 decode 全部运行中的请求。"""
+        reserved = self.decode_manager.reserved_pages(self.cache)
+        reqs = self.prefill_manager.schedule(reserved)
+        if reqs:
+            return Batch(reqs, "prefill")  # type: ignore[arg-type]
+        running = self.decode_manager.running
+        if not running:
+            return None
+        for req in running:  # decode 这一步要写第 device_len 个 token 的 KV：跨页时补一页
+            self.cache.ensure_pages(req, req.device_len)
+        return Batch(running, "decode")  # type: ignore[arg-type]
+
+    def forward(self, batch: Batch) -> ForwardOutput:
+        """前向、采样，把采样出的 token 拷回主机（第 11 章起这次拷贝不等它完成）。
+        主机上的长度记账（``complete_one``）不需要 token 的值，现在就做。"""
+        num_tokens = batch.num_tokens
+        # ~~ ch08 < ch11
+        # ~ prepare_batch(batch, self.engine.page_table)
+        # ~~
+        # >> ch11
+        if batch.is_decode:  # 上一步采样的 token 也许还没拷回主机：输入从设备上的 last_token 取
+            self._prepare_decode(batch)
+        else:  # prefill 的输入是提示，主机上早就有
+            prepare_batch(batch, self.engine.page_table)
+        # << ch11
+        next_tokens = self.engine.forward_batch(batch)
+        # >> ch11
+        rows = torch.tensor([r.table_idx for r in batch.reqs], dtype=torch.int64)
+        self.last_token[to_device(rows, self.device)] = next_tokens.to(torch.int32)
+        # << ch11
+        # ~~ ch08 < ch09
+        # ~ for req in batch.reqs:
+        # ~     req.complete_one()
+        # ~ self.decode_manager.update(batch.reqs)  # type: ignore[arg-type]
+        # ~~
+        # >> ch09
+        chunked = [r.is_chunked for r in batch.reqs]  # type: ignore[attr-defined]
+        for req, is_chunked in zip(batch.reqs, chunked):
+            if is_chunked:  # 这一块的 KV 已经写进去了，下一块从这里接着算；不采样、不 decode
+                req.cached_len = req.device_len
+            else:
+                req.complete_one()
+            # >> ch10
+            if batch.is_prefill:  # 提示的 KV 一算完就进缓存：同时到达的相同前缀马上就能复用
+                self.cache.cache_req(req)  # type: ignore[arg-type]
+            # << ch10
+        self.decode_manager.update(r for r, c in zip(batch.reqs, chunked) if not c)  # type: ignore[misc]
+        # << ch09
+        key = "prefill" if batch.is_prefill else "decode"
+        self.stats[f"{key}_steps"] += 1
+        if batch.is_prefill:
+            self.stats["prefill_tokens"] += num_tokens
+        # ~~ ch08 < ch09
+        # ~ return ForwardOutput(batch, next_tokens.cpu())  # 等拷贝完成：处理结果马上要读
+        # ~~
+        # >> ch09
+        # ~~ ch09 < ch11
+        # ~ return ForwardOutput(batch, next_tokens.cpu(), tuple(chunked))
+        # ~~
+        # << ch09
+        # >> ch11
+        # 拷到锁页内存里才真的是异步的；记一个事件，处理结果时只等这一次拷贝，不等整个设备
+        host = pin_memory(torch.empty(next_tokens.shape, dtype=next_tokens.dtype), self.device)
+        host.copy_(next_tokens, non_blocking=True)
+        copy_done = new_event(self.device)
+        copy_done.record()
+        return ForwardOutput(batch, host, tuple(chunked), copy_done)
+
+    def _prepare_decode(self, batch: Batch) -> None:
+        """decode 批次的三个输入张量，全在设备上得到：每个请求 1 个 token，位置 device_len - 1。"""
+        rows = torch.tensor([r.table_idx for r in batch.reqs], dtype=torch.int64)
+        pos = torch.tensor([r.device_len - 1 for r in batch.reqs], dtype=torch.int64)
+        # 锁页 + 异步拷贝：普通的 .to(device) 要等流上排着的前向都算完，重叠就白做了
+        rows, pos = to_device(rows, self.device), to_device(pos, self.device)
+        batch.input_ids = self.last_token[rows]
+        batch.positions = pos.to(torch.int32)
+        batch.out_loc = self.engine.page_table[rows, pos]
+        # << ch11
+
+    def process(self, output: ForwardOutput) -> list[TokenOutput]:
+        """读回 token，判断谁结束了；结束的请求归还页表行和 KV 页（恰好一次）。"""
+        outputs: list[TokenOutput] = []
+        # >> ch11
+        if output.copy_done is not None:
+            output.copy_done.synchronize()
+        # << ch11
+        tokens = output.next_tokens.tolist()
+        # ~~ ch08 < ch09
+        # ~ for req, token in zip(output.batch.reqs, tokens):
+        # ~~
+        # >> ch09
+        for req, token, is_chunked in zip(output.batch.reqs, tokens, output.chunked):
+            if is_chunked:  # 提示还没算完：这一行采样出的 token 没有意义
+                continue
+            # << ch09
+            assert isinstance(req, SchedReq)
+            # >> ch11
+            # 重叠调度下，一个请求在第 N 步结束（或被中止）之前，第 N+1 步已经把它算了进去：
+            # 那一步的 token 丢掉。它在结束时已经释放过了，这里绝不能再释放一次（PR #111）
+            if req.finished:
+                continue
+            # << ch11
+            req.append_host(token)
+            if token in self.eos_token_ids and not req.sampling_params.ignore_eos:
+                req.finish_reason = "stop"
+            elif len(req.input_ids) - req.prompt_len >= req.output_len:  # 数主机上收到的 token
+                req.finish_reason = "length"
+            if req.finished:
+                self._free_req(req)
+            outputs.append(TokenOutput(req.uid, token, req.finished, req.finish_reason))
+        return outputs
+
+    def _free_req(self, req: SchedReq) -> None:
+        self.decode_manager.remove(req)
+        # >> ch10
+        self.cache.cache_req(req)  # 生成的内容也缓存起来：多轮对话的下一轮从这里接着算
+        # << ch10
+        self.cache.release_req(req)
+        self.table.free(req.table_idx)
+
+    def step(self) -> list[TokenOutput]:
+        """一步：组批、前向、处理结果。没有可做的事时返回空列表。"""
+        # >> ch11
+        if self.overlap:
+            return self._overlap_step()
+        # << ch11
+        batch = self.schedule_next_batch()
+        if batch is None:
+            return []
+        return self.process(self.forward(batch))
+
+    # >> ch11
+    def _overlap_step(self) -> list[TokenOutput]:
+        """重叠调度的一步：先发出第 N+1 步，再处理第 N 步的结果。
+
+        发出前向只是把 kernel 排进流里，立刻返回；设备在算第 N+1 步的同时，主机在处理第 N 步的
+        结果、接收新请求、准备第 N+2 步。所有设备上的操作（页表、last_token 的写入）都在同一个流
+        上排队，先后顺序由流保证。CPU 上流和事件是空壳，结构完全相同，只是没有真的并行。
+        """
+        with stream_context(self.stream):
+            batch = self.schedule_next_batch()
+            ongoing = self.forward(batch) if batch is not None else None
+            last, self.in_flight = self.in_flight, ongoing
+            return self.process(last) if last is not None else []
+
+    def abort_request(self, uid: int) -> list[TokenOutput]:
+        """中止 ``uid``：排队的直接拿掉；分块中、运行中的释放行和页。正在前向的那一步的结果
+        到达时，请求已经是结束状态，会被跳过。已经结束或者不存在的 uid 什么也不做。"""
+        found = self.prefill_manager.abort(uid)
+        if found is None:
+            found = self.decode_manager.get(uid)
+        if found is None:
+            return []
+        if isinstance(found, SchedReq):
+            found.finish_reason = "abort"
+            with stream_context(self.stream):  # 释放时可能改页表：和前向排在同一个流上
+                self._free_req(found)
+        logger.info(f"aborted request {uid}")
+        return [TokenOutput(uid, None, finished=True, finish_reason="abort")]
+
+    # << ch11
+    # ------------------------------------------------------------ 主循环
+
+    def handle(self, command: SchedulerCommand) -> list[TokenOutput]:
+        if isinstance(command, PendingReq):
+            error = self.add_request(command)
+            return [error] if error is not None else []
+        # >> ch11
+        if isinstance(command, AbortReq):
+            return self.abort_request(command.uid)
+        # << ch11
+        raise TypeError(f"unknown command {command!r}")
+
+    def run_forever(self) -> None:
+        """收命令、走一步、发输出，直到收到 ``ExitReq``。手上没活时阻塞地等命令，不空转。"""
+        while True:
+            outputs: list[TokenOutput] = []
+            for command in self.io.receive(blocking=not self.has_work):
+                if isinstance(command, ExitReq):
+                    return
+                outputs += self.handle(command)
+            outputs += self.step()
+            if outputs:
+                self.io.send(outputs)
+
+    def check_integrity(self) -> None:
+        """KV 页和请求表的账目都对得上（测试在每一步之后调用）。"""
+        live = self.live_reqs()
+        self.cache.check_integrity(live)
+        rows = [r.table_idx for r in live]
+        if len(set(rows)) != len(rows) or set(rows) != self.table.used_rows():
+            used = sorted(self.table.used_rows())
+            raise RuntimeError(f"rows held by live requests {sorted(rows)} != used rows {used}")
+
+    def shutdown(self) -> None:
+        self.io.close()
+        self.engine.shutdown()

@@ -1,0 +1,81 @@
+"""调度器里流动的几种小数据：排队中的请求、运行中的请求、每一步的输出。"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from minisgl.core import Req, SamplingParams
+from minisgl.kvcache import CacheHandle
+
+__all__ = ["FinishReason", "PendingReq", "SchedReq", "TokenOutput"]
+# >> ch11
+__all__ += ["AbortReq"]
+# << ch11
+
+# "stop"：采到了停止符；"length"：到了 max_tokens（或上下文的上限）；
+# "error"：请求本身不合法，一个 token 也没生成；"abort"：被中止（第 11 章）
+FinishReason = Literal["stop", "length", "error", "abort"]
+
+
+@dataclass
+class PendingReq:
+    """还在排队的请求：只有 token 和采样参数，还没有页表的行，也没有 KV。"""
+
+    uid: int
+    input_ids: torch.Tensor  # CPU 上的一维 int32 张量
+    sampling_params: SamplingParams = field(default_factory=SamplingParams)
+    output_len: int = 0  # 校验时算出：最多生成几个 token
+
+
+# >> ch11
+@dataclass(frozen=True)
+class AbortReq:
+    """中止一个请求：不管它在排队、在分块、在运行还是正在前向，都释放它占的东西（恰好一次）。"""
+
+    uid: int
+
+
+# << ch11
+@dataclass(eq=False)
+class SchedReq(Req):
+    """运行中的请求：``core.Req`` 加上调度器的账目。
+
+    ``pages`` 是页表这一行用到的页号（主机上的副本）：前 ``cache_handle.cached_len // page_size``
+    页属于前缀缓存（第 10 章），其余的是这个请求自己的，结束时还回空闲列表。在主机上留一份，
+    分配、释放、检查账目都不用把页表从设备上读回来。
+    """
+
+    pages: list[int] = field(default_factory=list)
+    cache_handle: CacheHandle = field(default_factory=lambda: CacheHandle(0))
+    finish_reason: FinishReason | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    # >> ch09
+
+    @property
+    def is_chunked(self) -> bool:
+        """提示还没有全部送进模型（分块预填充的中间状态）：这时采样出的 token 没有意义。"""
+        return self.device_len < len(self.input_ids)
+
+    # << ch09
+
+
+@dataclass(frozen=True)
+class TokenOutput:
+    """调度器每一步对外的输出：某个请求新生成了一个 token（或者结束了）。
+
+    ``token`` 为 None 表示没有新 token（出错的请求）；``finished`` 时 ``finish_reason`` 说明原因，
+    出错时 ``error`` 是给人看的说明。
+    """
+
+    uid: int
+    token: int | None
+    finished: bool = False
+    finish_reason: FinishReason | None = None
+    error: str | None = None
