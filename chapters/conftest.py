@@ -88,3 +88,22 @@ def make_llm() -> Iterator[Callable[..., Any]]:
     yield make
     for llm in created:
         llm.shutdown()
+
+
+@pytest.fixture
+def ipc_dir() -> Iterator[str]:
+    """第 12 章起：放 ipc socket 文件的短目录，测试结束时删掉。
+
+    为什么不用 pytest 的 ``tmp_path``：Unix domain socket 的路径存在 ``sockaddr_un.sun_path`` 里，
+    Linux 上最多 107 字节、macOS 上最多 103 字节。macOS 的 ``tmp_path`` 形如
+    ``/private/var/folders/9k/…/T/pytest-of-you/pytest-12/test_名字0/``，光目录就一百多字节，
+    拼上文件名 ZMQ 就拒绝 bind。所以固定在 /tmp 下开一个短目录（``/tmp/msgl-xxxxxxxx``）。
+    """
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="msgl-", dir="/tmp")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

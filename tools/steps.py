@@ -467,7 +467,8 @@ def _slice_env(
     root: Path, n: int, device: str | None = None, model: str | None = None
 ) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(root)
+    # 切片排在最前面（minisgl 只能来自切片）；原有的 PYTHONPATH 留在后面，装在别处的依赖仍然找得到
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
     env["MINISGL_STEP"] = str(n)
     env["MINISGL_SLICE_ROOT"] = str(root)
     env["PYTHONUNBUFFERED"] = "1"

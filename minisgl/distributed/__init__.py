@@ -22,3 +22,8 @@ from .impl import destroy_distributed, init_distributed, spawn_ranks
 
 __all__ += ["destroy_distributed", "init_distributed", "spawn_ranks"]
 # << ch06
+# >> ch14
+from .impl import cpu_group
+
+__all__ += ["cpu_group"]
+# << ch14

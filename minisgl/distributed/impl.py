@@ -145,6 +145,10 @@ def init_distributed(
 
 def destroy_distributed() -> None:
     """离开进程组、清掉 TP 信息。没有初始化过也可以调用。"""
+    # >> ch14
+    global _cpu_group
+    _cpu_group = None
+    # << ch14
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
     reset_tp_info()
@@ -291,3 +295,26 @@ def _exit_with_parent(parent: int) -> None:
 
 
 # << ch06
+# >> ch14
+# ---------------------------------------------------------- 控制消息用的 CPU 进程组（第 14 章）
+
+_cpu_group: Any = None
+
+__all__ += ["cpu_group"]
+
+
+def cpu_group() -> Any:
+    """一个 gloo 进程组，专门在 rank 之间交换"控制"数据：这一步收了几条消息、KV 池开多少页。
+
+    GPU 上默认进程组是 NCCL，它只管 GPU 上的张量；控制数据在主机上，量又小，走 gloo 最合适。
+    第一次调用时创建（``new_group`` 是集合操作，所有 rank 要按同样的顺序调用它）。
+    """
+    global _cpu_group
+    if not dist.is_initialized():
+        raise RuntimeError("cpu_group() needs torch.distributed to be initialized (tp > 1)")
+    if _cpu_group is None:
+        _cpu_group = dist.new_group(backend="gloo")
+    return _cpu_group
+
+
+# << ch14

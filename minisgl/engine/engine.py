@@ -43,6 +43,14 @@ from .sample import BatchSamplingArgs, Sampler
 if TYPE_CHECKING:
     from minisgl.models.base import BaseLLMModel
 
+# >> ch14
+from dataclasses import replace
+
+import torch.distributed as dist
+
+from minisgl.distributed import cpu_group
+
+# << ch14
 __all__ = [
     "Engine",
     "MemoryPlan",
@@ -192,6 +200,12 @@ class Engine:
             num_pages=config.num_pages,
             max_useful_pages=config.max_running_reqs * columns // self.page_size,
         )
+        # >> ch14
+        if self.tp_info.size > 1:  # 各 rank 的空闲内存不同：都取最小的页数，调度决策才会一致
+            pages = torch.tensor([self.memory_plan.num_pages], dtype=torch.int64)
+            dist.all_reduce(pages, op=dist.ReduceOp.MIN, group=cpu_group())
+            self.memory_plan = replace(self.memory_plan, num_pages=int(pages.item()))
+        # << ch14
         self.num_pages = self.memory_plan.num_pages
         # 多开一页"哑页"放在最后：CUDA Graph 补齐出来的假请求把 K/V 写到这里，不碰真请求的页
         self.dummy_page = self.num_pages

@@ -42,3 +42,9 @@ from .utils import AbortReq
 
 __all__ += ["AbortReq"]
 # << ch11
+# >> ch14
+from .io import ZmqIO, to_commands
+from .scheduler import run_scheduler
+
+__all__ += ["ZmqIO", "run_scheduler", "to_commands"]
+# << ch14

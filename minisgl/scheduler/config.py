@@ -26,6 +26,13 @@ class SchedulerConfig(EngineConfig):
     # 停止符；None 表示读模型的 config.json / generation_config.json（测试里可以指定一个）
     eos_token_ids: tuple[int, ...] | None = None
     tp_info: DistributedInfo = field(default_factory=lambda: DistributedInfo(0, 1))
+    # >> ch14
+    # 多进程服务时的 ZMQ 地址；都是 None 时调度器在本进程里离线运行（LocalIO）
+    zmq_backend_addr: str | None = None  # tokenizer → rank 0：rank 0 绑定一个 PULL
+    zmq_detokenizer_addr: str | None = None  # rank 0 → detokenizer：detokenizer 绑定 PULL
+    zmq_broadcast_addr: str | None = None  # rank 0 → 其他 rank：rank 0 绑定 XPUB
+    dist_init_addr: str | None = None  # tp > 1 且还没有进程组时，torch.distributed 的 init_method
+    # << ch14
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -39,6 +39,20 @@ from .utils import AbortReq
 
 logger = init_logger(__name__)
 
+# >> ch14
+import hashlib
+from collections import deque
+from dataclasses import replace
+
+import torch.distributed as dist
+
+from minisgl.distributed import cpu_group, get_tp_info, init_distributed
+from minisgl.utils import pick_device
+
+from .io import ZmqIO
+
+# << ch14
+
 
 def read_eos_token_ids(model_path: str) -> tuple[int, ...]:
     """模型的停止符：``generation_config.json`` 和 ``config.json`` 里的 ``eos_token_id`` 合在一起
@@ -72,8 +86,26 @@ class ForwardOutput:
 class Scheduler:
     def __init__(self, config: SchedulerConfig, io: SchedulerIO | None = None) -> None:
         self.config = config
+        # >> ch14
+        info = config.tp_info
+        if info.size > 1 and not dist.is_initialized():  # 启动器拉起的进程：自己加入进程组
+            if config.dist_init_addr is None:
+                raise ValueError("tp > 1 needs dist_init_addr (or an initialized process group)")
+            device = pick_device(config.device)
+            init_distributed(info.rank, info.size, init_method=config.dist_init_addr, device=device)
+        # << ch14
         self.engine = Engine(config)
-        self.io = io if io is not None else LocalIO()
+        # ~~ ch08 < ch14
+        # ~ self.io = io if io is not None else LocalIO()
+        # ~~
+        # >> ch14
+        if io is None:  # 配了 ZMQ 地址就是多进程服务，否则在本进程里离线运行
+            io = ZmqIO(config) if config.zmq_backend_addr is not None else LocalIO()
+        self.io = io
+        # 每一步的调度决策（阶段、uid、新 token 数）汇成一个摘要：各 rank 的摘要相同，决策就相同
+        self.schedule_digest = hashlib.sha256()
+        self.recent_steps: deque[tuple[str, tuple[int, ...], tuple[int, ...]]] = deque(maxlen=64)
+        # << ch14
         self.eos_token_ids = set(config.eos_token_ids or read_eos_token_ids(str(config.model_path)))
         self.max_seq_len = self.engine.max_seq_len
         self.table = ReqTable(config.max_running_reqs)
@@ -179,10 +211,33 @@ class Scheduler:
             self.cache.ensure_pages(req, req.device_len)
         return Batch(running, "decode")  # type: ignore[arg-type]
 
+    # >> ch14
+
+    def _record_step(self, batch: Batch) -> None:
+        step = (
+            batch.phase,
+            tuple(r.uid for r in batch.reqs),
+            tuple(r.extend_len for r in batch.reqs),
+        )
+        self.recent_steps.append(step)
+        self.schedule_digest.update(repr(step).encode())
+
+    def sync_all_ranks(self) -> None:
+        """所有 rank 都建好了（包括广播的订阅已经生效）才开始收请求。"""
+        if isinstance(self.io, ZmqIO):
+            self.io.sync()
+        elif self.config.tp_info.size > 1:
+            dist.barrier(group=cpu_group())
+
+    # << ch14
+
     def forward(self, batch: Batch) -> ForwardOutput:
         """前向、采样，把采样出的 token 拷回主机（第 11 章起这次拷贝不等它完成）。
         主机上的长度记账（``complete_one``）不需要 token 的值，现在就做。"""
         num_tokens = batch.num_tokens
+        # >> ch14
+        self._record_step(batch)
+        # << ch14
         # ~~ ch08 < ch11
         # ~ prepare_batch(batch, self.engine.page_table)
         # ~~
@@ -364,3 +419,20 @@ class Scheduler:
     def shutdown(self) -> None:
         self.io.close()
         self.engine.shutdown()
+
+
+# >> ch14
+def run_scheduler(config: SchedulerConfig) -> tuple[str, list[tuple]]:
+    """一个 rank 的调度进程（给 ``spawn_ranks`` 用）：建调度器、等所有 rank 就绪、一直服务到收到
+    ``ExitMsg``。返回调度摘要和最近几步的调度，用来比较各 rank 是否一致。"""
+    scheduler = Scheduler(replace(config, tp_info=get_tp_info()))
+    try:
+        scheduler.sync_all_ranks()
+        scheduler.run_forever()
+        return scheduler.schedule_digest.hexdigest(), list(scheduler.recent_steps)
+    finally:
+        scheduler.shutdown()
+
+
+__all__ += ["run_scheduler"]
+# << ch14

@@ -1,0 +1,189 @@
+# %% [markdown]
+# # 第 15 章：API Server 与启动器
+#
+# 最后一块拼图：`python -m minisgl --model ...` 拉起调度器和 tokenizer 进程，在 HTTP 端口上提供
+# OpenAI 兼容的接口。这个 main 像一个普通用户那样使用它：在另一个进程里启动服务，等它就绪，
+# 用官方的 `openai` 客户端对话（非流式、流式、多轮），同时发 8 个请求看连续批处理，发一个坏请求
+# 看 400，最后像按 Ctrl-C 一样关掉它，确认没有留下任何进程和 socket 文件。
+#
+# 在仓库根目录运行：`python chapters/15-server/main.py`。服务本身：
+# `python -m minisgl --model models/tiny-qwen3`（`--shell` 则在终端里直接对话）。
+
+# %%
+from __future__ import annotations
+
+import atexit
+import glob
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import psutil
+from openai import OpenAI
+
+from minisgl.engine import has_weight_files
+
+MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
+with socket.socket() as s:  # 让内核挑一个空闲端口
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+log = tempfile.NamedTemporaryFile("w+", prefix="minisgl-ch15-", suffix=".log", delete=False)
+cmd = [sys.executable, "-m", "minisgl", "--model", MODEL, "--dtype", "float32"]
+cmd += ["--port", str(port), "--num-pages", "4096", "--max-seq-len-override", "1024"]
+if not has_weight_files(MODEL):  # 只有配置的 qwen3-0.6b-shape：按真实形状填随机权重
+    cmd.append("--dummy-weights")
+# 新的会话（进程组）：最后可以把服务和它的子进程当成一组来检查、来收拾
+proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+base = f"http://127.0.0.1:{port}"
+
+
+def kill_all() -> None:
+    """无论中途出了什么错（包括在 notebook 里中断），退出时把整组进程杀掉。"""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:  # 已经正常关掉了
+        pass
+    proc.wait()
+    log.close()
+    os.unlink(log.name)
+
+
+atexit.register(kill_all)
+
+# %% [markdown]
+# ## 1. 等服务就绪
+#
+# 启动器收齐所有子进程的"就绪"之后才开始监听端口，所以 `/v1/models` 第一次返回 200，服务就
+# 一定可以用了。
+
+# %%
+t0 = time.time()
+while True:
+    if proc.poll() is not None or time.time() - t0 > 300:
+        raise RuntimeError(f"服务没有起来：\n{open(log.name).read()[-3000:]}")
+    try:
+        if httpx.get(f"{base}/v1/models", timeout=1).status_code == 200:
+            break
+    except httpx.HTTPError:
+        time.sleep(0.2)
+children = psutil.Process(proc.pid).children(recursive=True)
+workers = [c for c in children if "--multiprocessing-fork" in c.cmdline()]
+print(
+    f"服务就绪（约 {time.time() - t0:.0f} 秒）：主进程（API Server）+ {len(workers)} 个工作进程"
+    f"（调度器、tokenizer）"
+)
+client = OpenAI(base_url=f"{base}/v1", api_key="none")
+print("模型列表:", [m.id for m in client.models.list().data])
+
+# %% [markdown]
+# ## 2. 非流式：一段两轮的对话
+#
+# 内嵌的小模型是随机权重，说的话没有意义；但它是确定的（贪心、float32），每次运行都一样。
+# 第二轮把第一轮的问答放进 `messages`：服务端不记对话，历史由客户端每次带上。
+
+# %%
+history = [{"role": "user", "content": "用一句话介绍北京。"}]
+r = client.chat.completions.create(model="tiny", messages=history, max_tokens=16, temperature=0)
+answer = r.choices[0].message.content
+print("第一轮:", repr(answer), " finish_reason:", r.choices[0].finish_reason)
+history += [
+    {"role": "assistant", "content": answer},
+    {"role": "user", "content": "再说一句。"},
+]
+r = client.chat.completions.create(model="tiny", messages=history, max_tokens=16, temperature=0)
+print("第二轮:", repr(r.choices[0].message.content))
+
+# %% [markdown]
+# ## 3. 流式：SSE，一个 token 一个片段
+
+# %%
+stream = client.chat.completions.create(
+    model="tiny",
+    messages=[{"role": "user", "content": "Count from 1 to 5."}],
+    max_tokens=12,
+    temperature=0,
+    stream=True,
+)
+chunks = list(stream)
+pieces = [c.choices[0].delta.content for c in chunks if c.choices[0].delta.content]
+print(f"流式: {len(chunks)} 个片段，其中 {len(pieces)} 个带文本:", pieces)
+print(
+    "第一个片段的 role:",
+    chunks[0].choices[0].delta.role,
+    " 最后一个片段的 finish_reason:",
+    chunks[-1].choices[0].finish_reason,
+)
+
+# %% [markdown]
+# ## 4. 8 个并发请求
+#
+# 先单独发一个，再同时发 8 个（各 32 个 token，`ignore_eos` 让它们都生成满）。调度器把同时
+# 在跑的请求合成一个批次，8 个请求的总用时和 1 个差不多。
+
+
+# %%
+def ask(i: int) -> float:
+    t = time.perf_counter()
+    client.chat.completions.create(
+        model="tiny",
+        messages=[{"role": "user", "content": f"{i}+{i}=?"}],
+        max_tokens=32,
+        temperature=0,
+        extra_body={"ignore_eos": True},
+    )
+    return time.perf_counter() - t
+
+
+ask(100)  # 预热
+single = ask(0)
+t = time.perf_counter()
+with ThreadPoolExecutor(8) as pool:
+    latency = list(pool.map(ask, range(8)))
+total = time.perf_counter() - t
+print(f"单独一个请求 {single:.2f}s；8 个并发请求总用时 {total:.2f}s", end="")
+print(f"（单个 {min(latency):.2f}～{max(latency):.2f}s），是单独一个的 {total / single:.1f} 倍")
+
+# %% [markdown]
+# ## 5. 坏请求得到 400，服务照常工作
+
+# %%
+bad = httpx.post(f"{base}/v1/chat/completions", json={"model": "tiny"}, timeout=30)
+print("缺少 messages 和 prompt:", bad.status_code, bad.json())
+bad = httpx.post(
+    f"{base}/v1/chat/completions",
+    content=b'{"model": "tiny", "messages": [',
+    headers={"content-type": "application/json"},
+    timeout=30,
+)
+print("JSON 不完整:", bad.status_code, bad.json()["error"]["message"])
+
+# %% [markdown]
+# ## 6. 像 Ctrl-C 一样关掉
+#
+# 给主进程发 SIGINT。启动器先停掉 HTTP 服务，再让调度器收到 `ExitMsg` 自己退出，tokenizer
+# 收到 SIGTERM 后关掉自己的 socket 退出，最后确认没有残留的 ipc socket 文件。
+
+
+# %%
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+pids = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+proc.send_signal(signal.SIGINT)
+code = proc.wait(timeout=60)
+deadline = time.time() + 10  # multiprocessing 的 resource_tracker 在主进程退出之后才退出
+while any(alive(p) for p in pids) and time.time() < deadline:
+    time.sleep(0.1)
+left = [p for p in pids if alive(p)]
+files = glob.glob(f"/tmp/minisgl_*.pid={proc.pid}")
+print(f"关闭：退出码 {code}，剩下的进程 {len(left)} 个，残留的 socket 文件 {len(files)} 个")

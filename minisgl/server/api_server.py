@@ -1,0 +1,428 @@
+"""API Server：FastAPI 应用，接收 OpenAI 格式的请求，经 tokenizer 交给调度器，把回复写回客户端。
+
+一个进程、一个 asyncio 事件循环，同时服务成百上千个 HTTP 连接。所有请求的回复都从同一个 ZMQ
+队列（detokenizer → API Server）进来，``FrontendManager`` 按 uid 把它们分发给各自的处理协程。
+
+- ``POST /v1/chat/completions``：OpenAI 的对话接口，``messages``（套对话模板）或 ``prompt``
+  （原样分词）二选一；``stream=true`` 时返回 SSE，否则返回一个 JSON；
+- ``POST /generate``：最简单的流式接口，``prompt`` + ``max_tokens``，每段增量文本一条 SSE；
+- ``GET /v1/models``：模型列表（启动脚本用它判断服务是否就绪）；``GET /health``。
+
+不合法的请求（JSON 写错、``messages`` 和 ``prompt`` 都没有、参数越界）得到 400 和 OpenAI 格式的
+``{"error": {...}}``，不会变成 500，也不会在服务端触发断言。
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Literal
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field, model_validator
+from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException
+
+from minisgl.core import SamplingParams
+from minisgl.message import (
+    AbortMsg,
+    BaseFrontendMsg,
+    BaseTokenizerMsg,
+    BatchFrontendMsg,
+    TokenizeMsg,
+    UserReply,
+)
+from minisgl.utils import ZmqAsyncPullQueue, ZmqAsyncPushQueue, init_logger
+
+from .args import ServerArgs
+
+__all__ = [
+    "ChatCompletionRequest",
+    "FrontendManager",
+    "GenerateRequest",
+    "app",
+    "get_state",
+    "init_frontend",
+    "run_http",
+]
+
+logger = init_logger(__name__, "api_server")
+
+# 没给 max_tokens 时按 OpenAI 的约定"生成到上下文用完为止"：给一个很大的数，调度器会把它
+# 截到"上下文长度 - 提示长度"和 KV 池容量以内
+UNLIMITED_TOKENS = 1 << 30
+
+
+# ---------------------------------------------------------------- 请求的格式
+
+
+class TextPart(BaseModel):
+    """新版 OpenAI 客户端可以把 ``content`` 写成若干段：``[{"type": "text", "text": "..."}]``。"""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ChatMessage(BaseModel):
+    role: Literal["system", "user", "assistant"]
+    content: str | list[TextPart]
+
+    def to_dict(self) -> dict[str, str]:
+        text = self.content
+        if isinstance(text, list):
+            text = "".join(part.text for part in text)
+        return {"role": self.role, "content": text}
+
+
+class ChatCompletionRequest(BaseModel):
+    """``/v1/chat/completions`` 的请求体。没有列出的字段（``user``、``seed`` 之类）忽略。"""
+
+    # strict：JSON 里的 true 不是数字 1，字符串 "8" 也不是 8——类型不对就是客户端写错了
+    model: str = ""
+    messages: list[ChatMessage] | None = None
+    prompt: str | None = Field(default=None, min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1, strict=True)
+    max_completion_tokens: int | None = Field(default=None, ge=1, strict=True)  # 新版客户端的名字
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0, strict=True)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, strict=True)
+    top_k: int = Field(default=-1, ge=-1, strict=True)  # 扩展字段：-1 表示不限制
+    n: int = Field(default=1, strict=True)
+    stream: bool = Field(default=False, strict=True)
+    stop: str | list[str] | None = None
+    ignore_eos: bool = Field(default=False, strict=True)  # 扩展字段：生成到 eos 也不停（压测用）
+
+    @model_validator(mode="after")
+    def _check(self) -> ChatCompletionRequest:
+        # 在这里拒绝，错误会和字段类型错误一样变成 400，而不是在处理函数里触发断言变成 500
+        if self.messages is None and self.prompt is None:
+            raise ValueError("either 'messages' or 'prompt' must be provided")
+        if self.messages is not None and self.prompt is not None:
+            raise ValueError("provide only one of 'messages' and 'prompt'")
+        if self.messages is not None and not self.messages:
+            raise ValueError("'messages' must not be empty")
+        if self.n != 1:
+            raise ValueError("only n=1 is supported")
+        if self.stop:  # 宁可明确拒绝，也不要悄悄忽略：客户端会以为生成在 stop 处停下了
+            raise ValueError("'stop' is not supported")
+        return self
+
+    def sampling_params(self) -> SamplingParams:
+        limit = self.max_completion_tokens or self.max_tokens or UNLIMITED_TOKENS
+        return SamplingParams(
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            ignore_eos=self.ignore_eos,
+            max_tokens=limit,
+        )
+
+
+class GenerateRequest(BaseModel):
+    """``/generate`` 的请求体：一段原样分词的文本。"""
+
+    prompt: str = Field(min_length=1)
+    max_tokens: int = Field(ge=1, strict=True)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0, strict=True)
+    ignore_eos: bool = Field(default=False, strict=True)
+
+
+# ---------------------------------------------------------------- 按 uid 分发回复
+
+
+def _unwrap(msg: BaseFrontendMsg) -> list[UserReply]:
+    if isinstance(msg, BatchFrontendMsg):
+        return [m for m in msg.data if isinstance(m, UserReply)]
+    return [msg] if isinstance(msg, UserReply) else []
+
+
+def _sse(payload: dict[str, Any] | str) -> bytes:
+    """一条 SSE 事件：``data: <内容>`` 后面跟一个空行。"""
+    text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return f"data: {text}\n\n".encode()
+
+
+@dataclass
+class FrontendManager:
+    """所有请求共用一个接收队列：``listen()`` 按 uid 把回复放进各自的列表，再唤醒那个请求。"""
+
+    config: ServerArgs
+    send_tokenizer: ZmqAsyncPushQueue[BaseTokenizerMsg]
+    recv_tokenizer: ZmqAsyncPullQueue[BaseFrontendMsg]
+    uid_counter: int = 0
+    initialized: bool = False
+    ack_map: dict[int, list[UserReply]] = field(default_factory=dict)
+    event_map: dict[int, asyncio.Event] = field(default_factory=dict)
+    listener: asyncio.Task[None] | None = None
+    # 事件循环只持有任务的弱引用：没人引用的任务可能在运行到一半时被垃圾回收，所以留在这里
+    background: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def new_user(self) -> int:
+        uid = self.uid_counter
+        self.uid_counter += 1
+        self.ack_map[uid] = []
+        self.event_map[uid] = asyncio.Event()
+        return uid
+
+    async def listen(self) -> None:
+        while True:
+            for reply in _unwrap(await self.recv_tokenizer.get()):
+                if reply.uid not in self.ack_map:  # 已经结束或已经中止的请求，回复直接丢掉
+                    continue
+                self.ack_map[reply.uid].append(reply)
+                self.event_map[reply.uid].set()
+
+    async def send_one(self, msg: BaseTokenizerMsg) -> None:
+        if not self.initialized:  # 第一次发送时事件循环一定在运行，这时才能建后台任务
+            self.listener = asyncio.create_task(self.listen())
+            self.initialized = True
+        await self.send_tokenizer.put(msg)
+
+    async def wait_for_ack(self, uid: int) -> AsyncIterator[UserReply]:
+        """逐条交出 ``uid`` 的回复，直到 ``finished``；请求被中止时提前结束。"""
+        event = self.event_map[uid]
+        try:
+            while True:
+                await event.wait()
+                event.clear()
+                # 整个列表换掉再处理：clear() 之后新到的回复进的是新列表，下一轮 wait() 马上返回
+                pending = self.ack_map.get(uid)
+                if pending is None:  # abort_user 已经拿掉了这个 uid
+                    return
+                self.ack_map[uid] = []
+                for ack in pending:
+                    yield ack
+                    if ack.finished:
+                        return
+        finally:
+            self.ack_map.pop(uid, None)
+            self.event_map.pop(uid, None)
+
+    async def collect(self, uid: int, request: Request | None = None) -> str:
+        """非流式：收齐全部回复拼成完整的文本。等待期间客户端断开了，照样中止这个请求。"""
+        watcher = None
+        if request is not None:
+            watcher = asyncio.create_task(self._abort_on_disconnect(request, uid))
+        try:
+            return "".join([ack.incremental_output async for ack in self.wait_for_ack(uid)])
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    async def _abort_on_disconnect(self, request: Request, uid: int) -> None:
+        while not await request.is_disconnected():
+            await asyncio.sleep(0.2)
+        await self.abort_user(uid)
+
+    async def stream_generate(self, uid: int) -> AsyncIterator[bytes]:
+        # 增量文本编码成 JSON 字符串：文本里的换行不会把一条 SSE 事件拆成两条
+        async for ack in self.wait_for_ack(uid):
+            yield _sse(json.dumps(ack.incremental_output, ensure_ascii=False))
+        yield _sse("[DONE]")
+
+    def _chunk(self, uid: int, delta: dict[str, str], finish: str | None) -> dict[str, Any]:
+        return {
+            "id": f"chatcmpl-{uid}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": str(self.config.model_path),
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    async def stream_chat_completions(self, uid: int) -> AsyncIterator[bytes]:
+        first = True
+        async for ack in self.wait_for_ack(uid):
+            delta: dict[str, str] = {}
+            if first:  # 第一个片段带上角色
+                delta["role"] = "assistant"
+                first = False
+            if ack.incremental_output:
+                delta["content"] = ack.incremental_output
+            if delta:
+                yield _sse(self._chunk(uid, delta, None))
+        yield _sse(self._chunk(uid, {}, "stop"))
+        yield _sse("[DONE]")
+
+    async def stream_with_cancellation(
+        self, gen: AsyncIterator[bytes], request: Request, uid: int
+    ) -> AsyncIterator[bytes]:
+        """客户端断开连接时，通知后端中止这个请求，释放它占用的请求槽和 KV 页。"""
+        try:
+            async for chunk in gen:
+                if await request.is_disconnected():
+                    raise asyncio.CancelledError
+                yield chunk
+        except asyncio.CancelledError:
+            # 当前任务正在被取消，不能再 await：另开一个任务去发中止消息
+            task = asyncio.create_task(self.abort_user(uid))
+            self.background.add(task)
+            task.add_done_callback(self.background.discard)
+            raise
+
+    async def abort_user(self, uid: int) -> None:
+        """不再等 ``uid`` 的回复，并让后端中止它。后端找不到这个 uid（已经结束）时什么也不做，
+        所以这里不必判断它是否已经结束。"""
+        self.ack_map.pop(uid, None)
+        event = self.event_map.pop(uid, None)
+        if event is not None:
+            event.set()  # 叫醒还在等的 wait_for_ack（非流式的 collect），让它结束
+        logger.warning(f"Aborting request {uid}")
+        await self.send_one(AbortMsg(uid=uid))
+
+    async def abort_if_unfinished(self, uid: int) -> None:
+        """响应结束之后的保险：请求既没有正常结束、也没有被中止（客户端在生成器开始运行之前就
+        断开了，``stream_with_cancellation`` 一行都没执行），就在这里中止它。"""
+        if uid in self.event_map:
+            await self.abort_user(uid)
+
+    def shutdown(self) -> None:
+        self.send_tokenizer.stop()
+        self.recv_tokenizer.stop()
+
+
+_STATE: FrontendManager | None = None
+
+
+def get_state() -> FrontendManager:
+    if _STATE is None:
+        raise RuntimeError("the frontend is not initialized; call init_frontend() first")
+    return _STATE
+
+
+def init_frontend(config: ServerArgs) -> FrontendManager:
+    """建好 API Server 这一端的两个队列（bind 前端的接收地址），设为全局状态。
+
+    在启动后端之前调用：detokenizer 一起来就能连上。
+    """
+    global _STATE
+    assert config.zmq_frontend_addr is not None and config.zmq_tokenizer_addr is not None
+    _STATE = FrontendManager(
+        config=config,
+        send_tokenizer=ZmqAsyncPushQueue(
+            config.zmq_tokenizer_addr,
+            create=not config.tokenizer_create_addr,
+            encoder=BaseTokenizerMsg.encoder,
+        ),
+        recv_tokenizer=ZmqAsyncPullQueue(
+            config.zmq_frontend_addr, create=True, decoder=BaseFrontendMsg.decoder
+        ),
+    )
+    return _STATE
+
+
+# ---------------------------------------------------------------- HTTP 接口
+
+app = FastAPI(title="mini-sglang", version="0.1.0")
+
+
+def openai_error(status: int, message: str, param: str | None = None) -> JSONResponse:
+    """OpenAI 格式的错误：客户端库按 ``error.message`` 报错，而不是吐出一整页 HTML 或 traceback。"""
+    kind = "invalid_request_error" if status < 500 else "internal_error"
+    body = {"error": {"message": message, "type": kind, "param": param, "code": None}}
+    return JSONResponse(status_code=status, content=body)
+
+
+@app.exception_handler(RequestValidationError)
+async def _on_invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """JSON 写错、缺字段、类型不对、参数越界：FastAPI 默认回 422 和它自己的格式，改成 400。"""
+    problems: list[str] = []
+    param: str | None = None
+    for err in exc.errors():
+        if err.get("type") == "json_invalid":  # loc 里是出错的字节位置，不是字段名
+            detail = err.get("ctx", {}).get("error", "")
+            problems.append(f"the request body is not valid JSON: {detail}".rstrip(": "))
+            continue
+        where = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
+        param = param or where or None
+        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        problems.append(f"{where}: {msg}" if where else msg)
+    return openai_error(400, "; ".join(problems) or "invalid request", param)
+
+
+@app.exception_handler(HTTPException)
+async def _on_http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    return openai_error(exc.status_code, str(exc.detail))
+
+
+@app.exception_handler(Exception)
+async def _on_unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    logger.exception(f"unexpected error while handling {request.url.path}")
+    return openai_error(500, f"internal error: {type(exc).__name__}")
+
+
+@app.post("/v1/chat/completions", response_model=None)
+async def v1_chat_completions(
+    req: ChatCompletionRequest, request: Request
+) -> StreamingResponse | dict[str, Any]:
+    state = get_state()
+    if req.messages is not None:
+        text: str | list[dict[str, str]] = [m.to_dict() for m in req.messages]
+    else:
+        assert req.prompt is not None  # _check 已经保证了二者有一个
+        text = req.prompt
+    uid = state.new_user()
+    await state.send_one(TokenizeMsg(uid=uid, text=text, sampling_params=req.sampling_params()))
+    if req.stream:
+        return StreamingResponse(
+            state.stream_with_cancellation(state.stream_chat_completions(uid), request, uid),
+            media_type="text/event-stream",
+            background=BackgroundTask(state.abort_if_unfinished, uid),
+        )
+    content = await state.collect(uid, request)
+    return {
+        "id": f"chatcmpl-{uid}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": req.model or str(state.config.model_path),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+
+
+@app.post("/generate")
+async def generate(req: GenerateRequest, request: Request) -> StreamingResponse:
+    state = get_state()
+    uid = state.new_user()
+    params = SamplingParams(
+        temperature=req.temperature, ignore_eos=req.ignore_eos, max_tokens=req.max_tokens
+    )
+    await state.send_one(TokenizeMsg(uid=uid, text=req.prompt, sampling_params=params))
+    return StreamingResponse(
+        state.stream_with_cancellation(state.stream_generate(uid), request, uid),
+        media_type="text/event-stream",
+        background=BackgroundTask(state.abort_if_unfinished, uid),
+    )
+
+
+@app.get("/v1/models")
+async def v1_models() -> dict[str, Any]:
+    model = str(get_state().config.model_path)
+    card = {"id": model, "object": "model", "created": int(time.time()), "owned_by": "minisgl"}
+    return {"object": "list", "data": [card]}
+
+
+@app.get("/health")
+async def health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+def run_http(sock: socket.socket) -> None:
+    """在已经 bind 好的 socket 上服务，直到收到 Ctrl-C 或 SIGTERM。"""
+    config = uvicorn.Config(
+        app,
+        log_level="warning",  # 启动信息由启动器自己打印；每个请求一行的访问日志太吵
+        access_log=False,
+        # 优雅关闭最多等几秒：正在流式输出的长请求不应该让 Ctrl-C 迟迟不生效
+        timeout_graceful_shutdown=3,
+    )
+    uvicorn.Server(config).run(sockets=[sock])

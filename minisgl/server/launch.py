@@ -1,0 +1,283 @@
+"""启动器：按正确的顺序拉起所有进程，等它们都就绪再开门；关门时一个不剩地收拾干净。
+
+一个服务由这些进程组成（tp=2、默认一个 tokenizer 时共 4 个）::
+
+    主进程：API Server（FastAPI + uvicorn）或交互式 shell
+      ├── minisgl-TP0-scheduler   rank 0：收请求、广播给其他 rank、发出新 token
+      ├── minisgl-TP1-scheduler   rank 1：只收 rank 0 的广播
+      └── minisgl-detokenizer     分词 + 反分词（--num-tokenizer N 时另有 N 个分词进程）
+
+启动：先占住 HTTP 端口、bind 前端的接收地址，再用 spawn 拉起子进程，等每个子进程往同一个
+``multiprocessing.Queue`` 里放一条"就绪"，收齐了才开始服务。关闭（Ctrl-C、SIGTERM、shell 里的
+/exit）：让调度器收到 ``ExitMsg`` 自己退出，其余子进程 terminate，最后删掉残留的 ipc 文件。
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import queue
+import signal
+import socket
+import sys
+import time
+from dataclasses import replace
+from typing import Any, Sequence
+
+from minisgl.distributed import DistributedInfo
+from minisgl.scheduler import Scheduler
+from minisgl.utils import init_logger
+
+from .args import ServerArgs, parse_args
+
+__all__ = ["ServingScheduler", "launch_server", "shutdown_backend", "start_backend"]
+
+logger = init_logger(__name__, "initializer")
+kv_logger = init_logger(f"{__name__}.kv", "scheduler")  # 在调度器进程里打印
+
+
+# ---------------------------------------------------------------- 子进程
+
+
+def _become_worker() -> None:
+    """每个子进程一开始就调用。
+
+    - 忽略 SIGINT：终端里的 Ctrl-C 会发给整个前台进程组。如果每个子进程都被各自的
+      ``KeyboardInterrupt`` 打断，调度器可能正停在 rank 之间的集合通信里，一个退出、另一个就一直
+      等下去；交给主进程按顺序关闭，先后是确定的。
+    - 主进程一死（哪怕是被 SIGKILL），子进程也跟着被内核杀掉（Linux 的 ``PR_SET_PDEATHSIG``），
+      不会变成孤儿一直占着内存和显存。
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
+class ServingScheduler(Scheduler):
+    """服务里的调度器：每次从"有活"变成"没活"时，在日志里报一次 KV 池和请求表的账目。
+
+    所有请求都结束（或被中止）之后，可用页应该回到总页数、请求表的行全部空闲；少了，就是有请求
+    漏了释放。测试读这一行，确认客户端断开后资源真的还了回来。
+    """
+
+    busy: bool = False
+
+    def step(self) -> list[Any]:
+        outputs = super().step()
+        if self.has_work:
+            self.busy = True
+        elif self.busy:
+            self.busy = False
+            self.report_kv("idle")
+        return outputs
+
+    def report_kv(self, when: str) -> None:
+        cache = self.cache
+        kv_logger.info_rank0(
+            f"{when}: KV pages available {cache.available_pages}/{cache.num_pages} "
+            f"({cache.num_free_pages} free), free rows {self.table.num_free}/"
+            f"{self.config.max_running_reqs}"
+        )
+
+
+def _run_scheduler(args: ServerArgs, ack_queue: Any) -> None:
+    """一个 TP rank 的调度器进程。"""
+    _become_worker()
+    import torch
+
+    from minisgl.utils import pick_device
+
+    rank, size = args.tp_info.rank, args.tp_info.size
+    if size > 1:
+        device = pick_device(args.device)
+        if device.type == "cuda" and device.index is None:  # 每个 rank 一块 GPU
+            args = replace(args, device=f"cuda:{rank}")
+        if device.type == "cpu":  # 几个 rank 分 CPU 核：各自开满线程只会互相抢
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // size))
+        if sys.platform.startswith("linux"):  # 都在本机：gloo 走回环网卡，不依赖主机名解析
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    with torch.inference_mode():
+        scheduler = ServingScheduler(args)
+        try:
+            scheduler.sync_all_ranks()  # 所有 rank 都初始化完（包括广播的订阅）再开始
+            if args.tp_info.is_primary():
+                scheduler.report_kv("ready")
+                ack_queue.put("Scheduler is ready")
+            if args.silent_output:
+                logging.disable(logging.INFO)
+            scheduler.run_forever()  # 收到 ExitMsg 时返回
+        finally:
+            scheduler.shutdown()
+
+
+def _run_tokenizer(**kwargs: Any) -> None:
+    """tokenizer / detokenizer 进程：第 13 章的 ``tokenize_worker``，先做子进程的准备。"""
+    _become_worker()
+    from minisgl.tokenizer import tokenize_worker
+
+    tokenize_worker(**kwargs)
+
+
+# ---------------------------------------------------------------- 启动与关闭
+
+
+def start_backend(args: ServerArgs, ready_timeout: float | None = None) -> list[Any]:
+    """启动所有后端进程：每个 TP rank 一个调度器，一个 detokenizer，若干 tokenizer。
+
+    收齐 ``num_tokenizer + 2`` 条就绪消息才返回（调度器只有 rank 0 发，在所有 rank 同步之后）。
+    等待期间有子进程退出，或者超过 ``ready_timeout`` 秒，就关掉已经起来的进程并报错——而不是
+    在 ``ack_queue.get()`` 上永远等下去。
+    """
+    # spawn：启动一个全新的解释器。fork 会把父进程已经初始化的 CUDA 上下文、线程、锁、ZMQ
+    # context 原样复制过去，这些在子进程里都不能安全使用。用 context 而不是 set_start_method：
+    # 不改变整个进程的全局设置
+    ctx = mp.get_context("spawn")
+    ack_queue = ctx.Queue()
+    procs: list[Any] = []
+    world = args.tp_info.size
+    for i in range(world):
+        rank_args = replace(args, tp_info=DistributedInfo(i, world))
+        procs.append(
+            ctx.Process(
+                target=_run_scheduler, args=(rank_args, ack_queue), name=f"minisgl-TP{i}-scheduler"
+            )
+        )
+    common: dict[str, Any] = dict(
+        tokenizer_path=str(args.model_path),
+        backend_addr=args.zmq_backend_addr,
+        frontend_addr=args.zmq_frontend_addr,
+        local_bs=1,
+        ack_queue=ack_queue,
+    )
+    n = args.num_tokenizer
+    detok = dict(common, addr=args.zmq_detokenizer_addr, create=True, tokenizer_id=n)
+    procs.append(ctx.Process(target=_run_tokenizer, kwargs=detok, name="minisgl-detokenizer"))
+    for i in range(n):
+        tok = dict(
+            common, addr=args.zmq_tokenizer_addr, create=args.tokenizer_create_addr, tokenizer_id=i
+        )
+        procs.append(ctx.Process(target=_run_tokenizer, kwargs=tok, name=f"minisgl-tokenizer-{i}"))
+    try:
+        for p in procs:
+            p.start()
+        _wait_for_acks(ack_queue, procs, n + 2, ready_timeout)
+    except BaseException:  # 包括等待中的 Ctrl-C：已经起来的进程不能留下
+        shutdown_backend(args, procs)
+        raise
+    return procs
+
+
+def _wait_for_acks(ack_queue: Any, procs: list[Any], count: int, timeout: float | None) -> None:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    got = 0
+    while got < count:
+        try:
+            logger.info(ack_queue.get(timeout=0.5))
+            got += 1
+            continue
+        except queue.Empty:
+            pass
+        dead = [p for p in procs if p.exitcode is not None]
+        if dead:
+            names = ", ".join(f"{p.name} (exit code {p.exitcode})" for p in dead)
+            raise RuntimeError(f"backend process exited before it was ready: {names}")
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"only {got} of {count} backend processes ready after {timeout} s")
+
+
+def shutdown_backend(args: ServerArgs, procs: list[Any], timeout: float = 10.0) -> None:
+    """关掉后端进程，删掉残留的 ipc 文件。可以在任何阶段调用（包括进程还没全部启动时）。"""
+    from minisgl.message import BaseBackendMsg, ExitMsg
+    from minisgl.utils import ZmqPushQueue
+
+    schedulers = [p for p in procs if "scheduler" in p.name and p.is_alive()]
+    if schedulers and args.zmq_backend_addr is not None:
+        # 调度器自己退出：rank 0 把 ExitMsg 广播给其他 rank，各自走完 shutdown()、关掉 socket
+        exit_queue = ZmqPushQueue(
+            args.zmq_backend_addr, create=False, encoder=BaseBackendMsg.encoder
+        )
+        try:
+            exit_queue.put(ExitMsg())
+            deadline = time.monotonic() + timeout
+            for p in schedulers:  # 先等它们收到，再关 socket：linger=0 会丢掉还没送出的消息
+                p.join(max(0.0, deadline - time.monotonic()))
+        finally:
+            exit_queue.stop()
+    for p in procs:  # tokenizer 没有退出消息；没能按时退出的调度器也一样
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        if p.pid is None:  # 还没来得及 start()
+            continue
+        p.join(5.0)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    # 被 terminate 的进程来不及删自己 bind 的 socket 文件，由启动器统一收尾
+    for path in args.ipc_files:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _bind_http_socket(host: str, port: int) -> socket.socket:
+    """先占住端口再加载模型：端口被占用时立刻报错，而不是等模型加载完。
+
+    只 bind 不 listen：在 uvicorn 开始服务之前，连接会被直接拒绝，客户端据此知道"还没就绪"。
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise SystemExit(f"cannot listen on {host}:{port}: {e}") from None
+    return sock
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(0)  # 和 Ctrl-C 一样走 finally 里的关闭流程
+
+
+def launch_server(argv: Sequence[str] | None = None, *, shell: bool = False) -> None:
+    """``python -m minisgl`` 的全部流程。``argv`` 默认是命令行参数。"""
+    from .api_server import init_frontend
+
+    args = parse_args(argv, shell=shell)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    sock = None if args.shell else _bind_http_socket(args.host, args.port)
+    state = init_frontend(args)  # bind 前端的接收地址：detokenizer 一起来就能连上
+    procs: list[Any] = []
+    try:
+        procs = start_backend(args)
+        if args.shell:
+            from minisgl.shell import run_shell
+
+            run_shell(state)
+        else:
+            assert sock is not None
+            from .api_server import run_http
+
+            # 先 listen 再打印"就绪"：看到这一行之后连上来的客户端不会被拒绝，最多在队列里
+            # 等 uvicorn 的事件循环转起来
+            sock.listen(2048)
+            host, port = sock.getsockname()[:2]
+            logger.info(f"API server is ready on http://{host}:{port}")
+            run_http(sock)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        # 关闭流程不能再被第二次 Ctrl-C 打断到一半：每一步都有超时，很快就结束
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        logger.info("shutting down")
+        state.shutdown()
+        shutdown_backend(args, procs)
+        if sock is not None:
+            sock.close()
+        logger.info("all processes exited")

@@ -1,0 +1,187 @@
+"""tokenizer 进程：在 API Server 和调度器之间，一头分词、一头反分词。
+
+消息的流向（第 12 章的三组消息）::
+
+    API Server ──TokenizeMsg / AbortMsg──▶ ┌───────────┐ ──UserMsg / AbortBackendMsg──▶ 调度器
+                                            │ tokenizer │
+    API Server ◀────────UserReply────────── └───────────┘ ◀────────DetokenizeMsg──────── 调度器
+
+一个进程只有一个接收地址（PULL）：API Server 和调度器都往这里推消息，进程按类型分拣。
+
+- ``TokenizeMsg`` → 分词 → ``UserMsg`` 发给调度器；
+- ``DetokenizeMsg`` → 增量反分词 → ``UserReply`` 发给 API Server，一条对一条（文本可以是空串）；
+- ``AbortMsg`` → ``AbortBackendMsg`` 发给调度器，同时丢掉这个请求的反分词状态；
+- ``BatchTokenizerMsg`` → 拆开，逐条按上面处理。
+
+发出去的也打包：一轮里给同一个接收方的多条消息合成一条 ``Batch...Msg``，只有一条时直接发它。
+
+进程数：默认（``--num-tokenizer 0``）只起**一个**进程，分词和反分词都归它，它 ``bind`` 接收地址，
+API Server 和调度器 ``connect`` 过来。请求多、分词成了瓶颈时，可以另起 N 个只做分词的进程：
+它们共用一个分词地址，这时由 API Server 那一头 ``bind``（一个 PUSH 面对 N 个 PULL，ZMQ 轮流
+把消息分给它们），N 个进程都 ``connect``；反分词仍然只有一个进程，因为每个请求的反分词状态
+必须在同一个地方。谁 bind 由参数 ``create`` 决定，见第 15 章的启动器。
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import TYPE_CHECKING, Any
+
+from minisgl.message import (
+    AbortBackendMsg,
+    AbortMsg,
+    BaseBackendMsg,
+    BaseFrontendMsg,
+    BaseTokenizerMsg,
+    BatchBackendMsg,
+    BatchFrontendMsg,
+    BatchTokenizerMsg,
+    DetokenizeMsg,
+    MessageDecodeError,
+    TokenizeMsg,
+    UserMsg,
+    UserReply,
+)
+from minisgl.utils import ZmqPullQueue, ZmqPushQueue, init_logger, load_tokenizer
+
+from .detokenize import DetokenizeManager
+from .tokenize import TokenizeManager
+
+if TYPE_CHECKING:
+    import multiprocessing as mp
+    from collections.abc import Iterable
+
+    from transformers import PreTrainedTokenizerBase
+
+__all__ = ["TokenizerWorker", "tokenize_worker", "unwrap"]
+
+logger = init_logger(__name__)
+
+
+def unwrap(msg: BaseTokenizerMsg) -> list[BaseTokenizerMsg]:
+    """``BatchTokenizerMsg`` 拆成一条条消息（也能拆嵌套的）；别的消息原样放进列表。"""
+    if isinstance(msg, BatchTokenizerMsg):
+        return [m for inner in msg.data for m in unwrap(inner)]
+    return [msg]
+
+
+def _pack(msgs: list[Any], batch_cls: type) -> Any:
+    """一条就发它自己，多条打包成一条 ``Batch...Msg``。"""
+    return msgs[0] if len(msgs) == 1 else batch_cls(data=msgs)
+
+
+class TokenizerWorker:
+    """一轮消息进来，两组消息出去：不碰 socket，测试可以直接调用。"""
+
+    def __init__(
+        self, tokenizer: PreTrainedTokenizerBase, eos_token_ids: Iterable[int] | None = None
+    ) -> None:
+        self.tokenize_manager = TokenizeManager(tokenizer)
+        self.detokenize_manager = DetokenizeManager(tokenizer, eos_token_ids)
+
+    def handle(
+        self, msgs: list[BaseTokenizerMsg]
+    ) -> tuple[list[BaseBackendMsg], list[BaseFrontendMsg]]:
+        """返回 (发给调度器的, 发给 API Server 的)，各自保持到达的先后顺序。"""
+        detok = [m for m in msgs if isinstance(m, DetokenizeMsg)]
+        texts = self.detokenize_manager.detokenize(detok)
+        frontend: list[BaseFrontendMsg] = [
+            UserReply(uid=m.uid, incremental_output=t, finished=m.finished)
+            for m, t in zip(detok, texts, strict=True)
+        ]
+        tok = [m for m in msgs if isinstance(m, TokenizeMsg)]
+        tensors = iter(self.tokenize_manager.tokenize(tok))
+        backend: list[BaseBackendMsg] = []
+        # 发给调度器的按到达的顺序排：同一个 uid 的 TokenizeMsg 和 AbortMsg 先后不能颠倒，
+        # 否则调度器先收到中止（找不到这个请求，什么也不做），再收到请求，它就一直跑到结束
+        for m in msgs:
+            if isinstance(m, TokenizeMsg):
+                backend.append(
+                    UserMsg(uid=m.uid, input_ids=next(tensors), sampling_params=m.sampling_params)
+                )
+            elif isinstance(m, AbortMsg):
+                backend.append(AbortBackendMsg(uid=m.uid))
+                self.detokenize_manager.abort(m.uid)
+            elif not isinstance(m, DetokenizeMsg):
+                logger.warning(f"ignoring unexpected message {type(m).__name__}")
+        return backend, frontend
+
+
+def _receive(recv: ZmqPullQueue[BaseTokenizerMsg], local_bs: int) -> list[BaseTokenizerMsg]:
+    """阻塞到至少有一条消息，再把已经到了的取走，凑够 ``local_bs`` 条（拆包之后数）就停。
+
+    解不开的帧（别的版本的进程、截断的数据）记一条错误就扔掉：一个坏消息不该让整个服务停下。
+    """
+    msgs: list[BaseTokenizerMsg] = []
+    while not msgs or (len(msgs) < local_bs and not recv.empty()):
+        raw = recv.get_raw()
+        try:
+            msgs.extend(unwrap(recv.decode(raw)))
+        except MessageDecodeError as e:
+            logger.error(f"dropping a malformed message: {e}")
+    return msgs
+
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def tokenize_worker(
+    *,
+    tokenizer_path: str,
+    addr: str,
+    create: bool,
+    backend_addr: str,
+    frontend_addr: str,
+    local_bs: int = 1,
+    ack_queue: mp.Queue[str] | None = None,
+    tokenizer_id: int = 0,
+) -> None:
+    """tokenizer 进程的主函数，一直运行到收到 SIGTERM 或 SIGINT（Ctrl-C）。
+
+    - ``addr``：本进程接收消息的地址；``create=True`` 时本进程 ``bind`` 它，否则 ``connect``；
+    - ``backend_addr``、``frontend_addr``：调度器、API Server 各自 ``bind`` 的地址，本进程 connect；
+    - ``local_bs``：一轮最多取几条消息一起处理（分词、反分词都是整批调用分词器）；
+    - ``ack_queue``：准备好（分词器加载完、socket 都建好）之后往里放一句话，启动器等齐所有进程
+      的这句话再开始服务。
+
+    退出时关掉全部 socket（linger=0，没送出去的消息直接丢掉，不会卡在退出的路上），
+    bind 的 ipc socket 文件也随之删掉。
+    """
+    # SIGTERM（Process.terminate()、kill）和 Ctrl-C 走同一条退出路径。阻塞在 recv 里时，
+    # pyzmq 被信号打断后会先运行 Python 的信号处理函数，所以等消息时也能及时退出
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    init_logger(__name__, f"tokenizer_{tokenizer_id}")  # 日志里标上是哪一个 tokenizer 进程
+    queues: list[ZmqPullQueue | ZmqPushQueue] = []
+    try:
+        if local_bs < 1:
+            raise ValueError(f"local_bs must be >= 1, got {local_bs}")
+        from minisgl.scheduler import read_eos_token_ids  # 和调度器用同一组停止符
+
+        tokenizer = load_tokenizer(tokenizer_path)
+        eos = {*read_eos_token_ids(tokenizer_path), tokenizer.eos_token_id} - {None}
+        worker = TokenizerWorker(tokenizer, eos)
+        recv = ZmqPullQueue(addr, create=create, decoder=BaseTokenizerMsg.decoder)
+        queues.append(recv)
+        send_backend = ZmqPushQueue(backend_addr, create=False, encoder=BaseBackendMsg.encoder)
+        queues.append(send_backend)
+        send_frontend = ZmqPushQueue(frontend_addr, create=False, encoder=BaseFrontendMsg.encoder)
+        queues.append(send_frontend)
+        if ack_queue is not None:
+            ack_queue.put(f"tokenizer {tokenizer_id} is ready")
+        while True:
+            msgs = _receive(recv, local_bs)
+            backend, frontend = worker.handle(msgs)
+            logger.debug(f"{len(msgs)} messages in, {len(backend)} + {len(frontend)} out")
+            if backend:
+                send_backend.put(_pack(backend, BatchBackendMsg))
+            if frontend:
+                send_frontend.put(_pack(frontend, BatchFrontendMsg))
+    except KeyboardInterrupt:
+        logger.info(f"tokenizer {tokenizer_id} exiting")
+    finally:
+        # 收拾的时候再来一个信号不能把收拾打断
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for q in queues:
+            q.stop()

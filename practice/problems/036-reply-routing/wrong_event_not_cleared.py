@@ -1,0 +1,59 @@
+"""错误答案：take 不清事件——连接取完之后立刻又被叫醒，空转。"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Reply:
+    uid: int
+    text: str
+    finished: bool
+
+
+@dataclass
+class _State:
+    event: asyncio.Event
+    pending: list[str] = field(default_factory=list)
+    finished: bool = False
+
+
+class ReplyRouter:
+    def __init__(self) -> None:
+        self.dropped = 0
+        self._states: dict[int, _State] = {}
+
+    def register(self, uid: int) -> asyncio.Event:
+        if uid in self._states:
+            raise ValueError(f"uid {uid} is still active")
+        state = _State(asyncio.Event())
+        self._states[uid] = state
+        return state.event
+
+    def dispatch(self, replies: list[Reply]) -> None:
+        for reply in replies:
+            state = self._states.get(reply.uid)
+            if state is None or state.finished:  # 没人要了：丢掉，分发继续
+                self.dropped += 1
+                continue
+            state.pending.append(reply.text)
+            state.finished = reply.finished
+            state.event.set()
+
+    def take(self, uid: int) -> tuple[str, bool]:
+        state = self._states.get(uid)
+        if state is None:
+            raise ValueError(f"uid {uid} is not active")
+        text = "".join(state.pending)
+        state.pending.clear()
+        if state.finished:
+            del self._states[uid]
+        return text, state.finished
+
+    def abort(self, uid: int) -> bool:
+        return self._states.pop(uid, None) is not None
+
+    def active(self) -> list[int]:
+        return sorted(self._states)

@@ -1,0 +1,30 @@
+"""错误答案：只数订阅、不管退订——走掉的订阅者也算"到齐"。"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+
+class SubscriberCounter:
+    def __init__(self, topic: bytes = b"") -> None:
+        self.topic = topic
+        self.count = 0
+
+    def feed(self, note: bytes) -> None:
+        kind = note[:1]
+        if kind not in (b"\x00", b"\x01"):
+            raise ValueError(f"not a subscription notification: {note!r}")
+        if note[1:] != self.topic:
+            return
+        if kind == b"\x01":  # 错在这里：退订直接忽略
+            self.count += 1
+
+    def wait(self, notes: Iterator[bytes], n: int) -> int:
+        taken = 0
+        while self.count < n:
+            note = next(notes, None)
+            if note is None:
+                raise TimeoutError(f"only {self.count} of {n} subscribers")
+            taken += 1
+            self.feed(note)
+        return taken

@@ -1,0 +1,43 @@
+"""错误答案：官方的做法——只数 ack，不看有没有进程退出。rank 1 崩了，就一直等下去。"""
+
+from __future__ import annotations
+
+
+def expected_acks(tp: int, num_tokenizer: int) -> int:
+    if tp < 1 or num_tokenizer < 0:
+        raise ValueError(f"need tp >= 1 and num_tokenizer >= 0, got {tp}, {num_tokenizer}")
+    return num_tokenizer + 2
+
+
+def process_names(tp: int, num_tokenizer: int) -> list[str]:
+    expected_acks(tp, num_tokenizer)
+    names = [f"scheduler-{i}" for i in range(tp)] + ["detokenizer"]
+    return names + [f"tokenizer-{i}" for i in range(num_tokenizer)]
+
+
+def wait_until_ready(
+    events: list[tuple[float, str, str]],
+    tp: int,
+    num_tokenizer: int,
+    timeout: float | None = None,
+) -> tuple[str, float]:
+    need = expected_acks(tp, num_tokenizer)
+    known = set(process_names(tp, num_tokenizer))
+    acked: set[str] = set()
+    for t, name, kind in sorted(events, key=lambda e: e[0]):
+        if timeout is not None and t > timeout:
+            break
+        if name not in known or kind not in ("ack", "exit"):
+            raise ValueError(f"bad event {(t, name, kind)}")
+        if kind == "exit":
+            continue  # 错在这里：进程死了也不管
+        if name.startswith("scheduler-") and name != "scheduler-0":
+            raise ValueError(f"only rank 0 sends an ack, got one from {name}")
+        if name in acked:
+            raise ValueError(f"{name} sent two acks")
+        acked.add(name)
+        if len(acked) == need:
+            return "ready", t
+    if timeout is not None:
+        return "timeout", timeout
+    return "hang", max((e[0] for e in events), default=0.0)
