@@ -54,16 +54,18 @@ class PrefillManager:
         # << ch09
         while self.pending and self.table.num_free > 0:
             pending = self.pending[0]
+            # >> ch09
+            # 预算还有剩，就能接纳：提示比预算长时只算放得下的那一块。先查预算再匹配前缀：
+            # 接纳不了的请求不去碰 radix 树（匹配会切开节点、刷新它们的访问时间）
+            if budget <= 0:
+                break
+            # << ch09
             handle, cached_pages = self.cache.match_req(pending.input_ids)
             # ~~ ch08 < ch09
             # ~ extend_len = len(pending.input_ids) - handle.cached_len
             # ~ if admitted and extend_len > budget:  # 第一个请求例外，否则长提示永远进不来
             # ~     break
             # ~~
-            # >> ch09
-            if budget <= 0:  # 预算还有剩，就能接纳：提示比预算长时只算放得下的那一块
-                break
-            # << ch09
             # 先锁住匹配到的前缀：锁住的页不再算"可淘汰"，下面的可用页数才是真的
             self.cache.prefix_cache.lock(handle)
             total_pages = self.cache.pages_for(len(pending.input_ids) + pending.output_len)

@@ -242,15 +242,17 @@ class Scheduler:
         # ~ prepare_batch(batch, self.engine.page_table)
         # ~~
         # >> ch11
+        # 每个请求在页表里的行：decode 的输入从这几行取，采样出的 token 也写回这几行（拷到设备一次）
+        rows = torch.tensor([r.table_idx for r in batch.reqs], dtype=torch.int64)
+        rows = to_device(rows, self.device)
         if batch.is_decode:  # 上一步采样的 token 也许还没拷回主机：输入从设备上的 last_token 取
-            self._prepare_decode(batch)
+            self._prepare_decode(batch, rows)
         else:  # prefill 的输入是提示，主机上早就有
             prepare_batch(batch, self.engine.page_table)
         # << ch11
         next_tokens = self.engine.forward_batch(batch)
         # >> ch11
-        rows = torch.tensor([r.table_idx for r in batch.reqs], dtype=torch.int64)
-        self.last_token[to_device(rows, self.device)] = next_tokens.to(torch.int32)
+        self.last_token[rows] = next_tokens.to(torch.int32)
         # << ch11
         # ~~ ch08 < ch09
         # ~ for req in batch.reqs:
@@ -290,12 +292,12 @@ class Scheduler:
         copy_done.record()
         return ForwardOutput(batch, host, tuple(chunked), copy_done)
 
-    def _prepare_decode(self, batch: Batch) -> None:
-        """decode 批次的三个输入张量，全在设备上得到：每个请求 1 个 token，位置 device_len - 1。"""
-        rows = torch.tensor([r.table_idx for r in batch.reqs], dtype=torch.int64)
+    def _prepare_decode(self, batch: Batch, rows: torch.Tensor) -> None:
+        """decode 批次的三个输入张量，全在设备上得到：每个请求 1 个 token，位置 device_len - 1。
+        ``rows`` 是这些请求在页表里的行（已经在设备上）。"""
         pos = torch.tensor([r.device_len - 1 for r in batch.reqs], dtype=torch.int64)
         # 锁页 + 异步拷贝：普通的 .to(device) 要等流上排着的前向都算完，重叠就白做了
-        rows, pos = to_device(rows, self.device), to_device(pos, self.device)
+        pos = to_device(pos, self.device)
         batch.input_ids = self.last_token[rows]
         batch.positions = pos.to(torch.int32)
         batch.out_loc = self.engine.page_table[rows, pos]
