@@ -107,3 +107,121 @@ def ipc_dir() -> Iterator[str]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+class ServerKit:
+    """第 16 章起：真的起服务（``python -m minisgl``，端口 0）并收拾干净的几样工具。
+
+    第 15 章的测试里有同样的几个函数（那一章第一次讲它们）；之后的章节共用这一份。
+    每个服务在自己的进程组里启动，``kill_group`` 整组杀掉；所有等待都有时限。
+    """
+
+    START_TIMEOUT = 300.0  # 加载模型、起进程；机器很忙时也够
+
+    def __init__(self, model: Path) -> None:
+        self.model = model
+
+    def start(self, log: Path, *extra: str, env: dict[str, str] | None = None) -> Any:
+        import re
+        import subprocess
+        import sys
+        import time
+
+        import httpx
+
+        cmd = [sys.executable, "-m", "minisgl", "--model", str(self.model), "--port", "0"]
+        cmd += ["--dtype", "float32", *extra]
+        full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=full_env, start_new_session=True
+            )
+        deadline = time.monotonic() + self.START_TIMEOUT
+        try:
+            while True:
+                text = log.read_text(encoding="utf-8", errors="replace")
+                m = re.search(r"API server is ready on http://127\.0\.0\.1:(\d+)", text)
+                if m:
+                    server = RunningServer(proc, int(m.group(1)), log)
+                    assert httpx.get(server.url("/health"), timeout=60).status_code == 200
+                    return server
+                if proc.poll() is not None:
+                    raise RuntimeError(f"server exited with {proc.returncode}:\n{text[-4000:]}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"server not ready:\n{text[-4000:]}")
+                time.sleep(0.2)
+        except BaseException:
+            kill_group(proc)
+            raise
+
+
+class RunningServer:
+    def __init__(self, proc: Any, port: int, log: Path) -> None:
+        self.proc, self.port, self.log = proc, port, log
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def log_text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def post(self, path: str, timeout: float = 120.0, **body: Any) -> Any:
+        import httpx
+
+        return httpx.post(self.url(path), json=body, timeout=timeout)
+
+    def metrics(self) -> dict[str, float]:
+        """``/metrics`` 里不带标签的样本：名字 → 值。"""
+        import httpx
+
+        text = httpx.get(self.url("/metrics"), timeout=60).text
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
+
+    def kill(self) -> None:
+        kill_group(self.proc)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM，等它退出；返回退出码。无论如何最后整组杀掉。"""
+        import signal
+
+        try:
+            self.proc.send_signal(signal.SIGTERM)
+            return self.proc.wait(timeout=timeout)
+        finally:
+            kill_group(self.proc)
+
+
+def kill_group(proc: Any) -> None:
+    """最后的保险：整个进程组 SIGKILL。"""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def server_kit(tiny_model: Path) -> ServerKit:
+    return ServerKit(tiny_model)
+
+
+@pytest.fixture(scope="session")
+def wait_until() -> Callable[[Callable[[], bool], float, str], None]:
+    return wait_for

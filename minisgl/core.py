@@ -49,12 +49,18 @@ class SamplingParams:
     top_p: float = 1.0
     ignore_eos: bool = False  # 生成到 eos 也不停，直到 max_tokens（压测时用）
     max_tokens: int = 1024
+    # >> ch16
+    # 第 16 章：给了 seed 的请求，第 i 个位置用的随机数只由 (seed, i) 决定，和同批的其他请求无关
+    seed: int | None = None
+    # << ch16
 
     @property
     def is_greedy(self) -> bool:
         """温度为 0 或只留 1 个候选：直接取 argmax。top-p 管不着——概率最大的那个 token
-        总在 top-p 的候选里。"""
-        return self.temperature <= 0.0 or self.top_k == 1
+        总在 top-p 的候选里。温度小于 1e-5 也按贪心：这样的温度采样结果本来就是 argmax，
+        而 5e-324 这种数变成 float32 就是 0，logits 除以它会得到 inf 和 nan（第 17 章的
+        模糊测试找到的）。"""
+        return self.temperature < 1e-5 or self.top_k == 1
 
 
 @dataclass(eq=False)

@@ -38,6 +38,8 @@ import torch
 START_TIMEOUT = 300.0  # 加载模型、起进程；机器很忙时也够
 HTTP_TIMEOUT = 120.0
 NUM_PAGES, MAX_SEQ_LEN, MAX_RUNNING = 512, 512, 16
+# 本章的服务总是报 "stop"；第 16 章起按真实原因报告，生成满 max_tokens 时是 "length"
+FINISHED = ("stop", "length")
 CHAT = [{"role": "user", "content": "用一句话介绍北京。"}]
 
 
@@ -183,7 +185,7 @@ def test_non_stream_matches_hf_greedy(server: Server, hf_reference: Any) -> None
     assert body["object"] == "chat.completion"
     assert body["choices"][0]["message"]["role"] == "assistant"
     assert body["choices"][0]["message"]["content"] == hf_reference(CHAT, 16)
-    assert body["choices"][0]["finish_reason"] == "stop"
+    assert body["choices"][0]["finish_reason"] in FINISHED
 
     prompt = "The capital of France is"
     resp = server.chat(prompt=prompt, max_tokens=12, temperature=0)
@@ -205,9 +207,8 @@ def test_streaming_and_concurrency(server: Server) -> None:
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
     assert len({c["id"] for c in chunks}) == 1
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
-    assert [c["choices"][0]["finish_reason"] for c in chunks] == [None] * (len(chunks) - 1) + [
-        "stop"
-    ]
+    reasons = [c["choices"][0]["finish_reason"] for c in chunks]
+    assert reasons[:-1] == [None] * (len(chunks) - 1) and reasons[-1] in FINISHED
     streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
     whole = server.chat(**body).json()["choices"][0]["message"]["content"]
     assert streamed == whole and len(chunks) > 2
@@ -325,13 +326,13 @@ def test_openai_client(server: Server) -> None:
     assert [m.id for m in client.models.list().data] == [str(server_model(server))]
     r = client.chat.completions.create(model="tiny", messages=CHAT, max_tokens=10, temperature=0)
     text = r.choices[0].message.content
-    assert text and r.choices[0].finish_reason == "stop"
+    assert text and r.choices[0].finish_reason in FINISHED
     stream = client.chat.completions.create(
         model="tiny", messages=CHAT, max_tokens=10, temperature=0, stream=True
     )
     chunks = list(stream)
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == text
-    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert chunks[-1].choices[0].finish_reason in FINISHED
     with pytest.raises(openai.BadRequestError, match="must not be empty"):
         client.chat.completions.create(model="tiny", messages=[], max_tokens=4)
 
@@ -357,7 +358,11 @@ def server_model(server: Server) -> str:
         ({"prompt": "hi", "temperature": -1}, "temperature"),
         ({"prompt": "hi", "top_p": 0}, "top_p"),
         ({"prompt": "hi", "n": 2}, "only n=1"),
-        ({"prompt": "hi", "stop": ["\n"]}, "'stop' is not supported"),
+        pytest.param(  # 第 16 章支持了 stop
+            {"prompt": "hi", "stop": ["\n"]},
+            "'stop' is not supported",
+            marks=pytest.mark.until_chapter(15),
+        ),
         ({"prompt": ""}, "prompt"),
         ([1, 2, 3], "valid dictionary"),
     ],
@@ -390,6 +395,7 @@ def test_malformed_json_and_other_http_errors(server: Server) -> None:
     assert server.chat(prompt="hi", max_tokens=2).status_code == 200
 
 
+@pytest.mark.until_chapter(15)  # 第 16 章起是 400，见 test_ch16_openai.py
 def test_over_long_prompt_returns_instead_of_hanging(server: Server) -> None:
     """提示比上下文还长：调度器拒绝它，回一个空的结束回复，客户端马上拿到结果（官方会一直挂着）。"""
     long_prompt = " ".join(["hello"] * (MAX_SEQ_LEN + 10))

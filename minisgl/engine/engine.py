@@ -246,7 +246,12 @@ class Engine:
 
     def sampling_args(self, batch: Batch) -> BatchSamplingArgs:
         return BatchSamplingArgs.from_params(
-            [r.sampling_params for r in batch.reqs], self.vocab_size, self.device
+            [r.sampling_params for r in batch.reqs],
+            self.vocab_size,
+            self.device,
+            # >> ch16
+            positions=[r.device_len for r in batch.reqs],
+            # << ch16
         )
 
     def forward_logits(self, batch: Batch) -> torch.Tensor:

@@ -23,6 +23,12 @@ from minisgl.core import SamplingParams
 
 __all__ = ["BatchSamplingArgs", "Sampler", "top_k_top_p_mask"]
 
+# >> ch16
+import random
+
+__all__ += ["seeded_uniform"]
+# << ch16
+
 
 @dataclass
 class BatchSamplingArgs:
@@ -32,6 +38,10 @@ class BatchSamplingArgs:
     top_k: torch.Tensor | None  # (bs,) int64；不限制的行填 vocab_size；整批不限制时为 None
     top_p: torch.Tensor | None  # (bs,) float32；整批都是 1.0 时为 None
     greedy: torch.Tensor | None  # (bs,) bool：哪些行取 argmax
+    # >> ch16
+    seeded: torch.Tensor | None = None  # (bs,) bool：哪些行带 seed（第 16 章）
+    uniforms: torch.Tensor | None = None  # (bs,) float32：带 seed 的行这一步用的随机数
+    # << ch16
 
     @property
     def all_greedy(self) -> bool:
@@ -39,7 +49,13 @@ class BatchSamplingArgs:
 
     @classmethod
     def from_params(
-        cls, params: Sequence[SamplingParams], vocab_size: int, device: torch.device | str
+        cls,
+        params: Sequence[SamplingParams],
+        vocab_size: int,
+        device: torch.device | str,
+        # >> ch16
+        positions: Sequence[int] | None = None,  # 每行新 token 的位置：带 seed 的行要用
+        # << ch16
     ) -> BatchSamplingArgs:
         """在主机上把每个请求的参数排好，一次拷到设备上。"""
         greedy = [p.is_greedy for p in params]
@@ -47,10 +63,13 @@ class BatchSamplingArgs:
             return cls(None, None, None, None)
         temps = [1.0 if g else p.temperature for p, g in zip(params, greedy)]
         top_k = [vocab_size if p.top_k <= 0 else min(p.top_k, vocab_size) for p in params]
-        top_p = [p.top_p for p in params]
-        for p in top_p:
-            if not 0.0 < p <= 1.0:
-                raise ValueError(f"top_p must be in (0, 1], got {p}")
+        # top_p 太小、float32 表示不了（变成 0）时，一个候选都留不下；抬到 float32 最小的正规数，
+        # 效果不变：仍然只留概率最大的那一个
+        for p in params:
+            if not 0.0 < p.top_p <= 1.0:
+                raise ValueError(f"top_p must be in (0, 1], got {p.top_p}")
+        tiny = torch.finfo(torch.float32).tiny
+        top_p = [max(p.top_p, tiny) for p in params]
 
         def put(values: list, dtype: torch.dtype) -> torch.Tensor:
             return to_device(torch.tensor(values, dtype=dtype), device)  # 锁页 + 异步拷贝
@@ -60,6 +79,9 @@ class BatchSamplingArgs:
             top_k=None if all(k == vocab_size for k in top_k) else put(top_k, torch.int64),
             top_p=None if all(p == 1.0 for p in top_p) else put(top_p, torch.float32),
             greedy=put(greedy, torch.bool),
+            # >> ch16
+            **_seeded_rows(params, greedy, positions, device),
+            # << ch16
         )
 
 
@@ -85,6 +107,35 @@ def top_k_top_p_mask(
     return keep
 
 
+# >> ch16
+def seeded_uniform(seed: int, position: int) -> float:
+    """``[0, 1)`` 里的一个数，只由 ``(seed, position)`` 决定：同一个请求重放一遍，每个位置
+    抽到的随机数都一样，不管它和哪些请求拼在一个批次里、排在第几行。"""
+    return random.Random(f"{seed}:{position}").random()
+
+
+def _seeded_rows(
+    params: Sequence[SamplingParams],
+    greedy: Sequence[bool],
+    positions: Sequence[int] | None,
+    device: torch.device | str,
+) -> dict[str, torch.Tensor]:
+    seeded = [p.seed is not None and not g for p, g in zip(params, greedy)]
+    if not any(seeded):
+        return {}
+    if positions is None:
+        raise ValueError("requests with a seed need the positions of their new tokens")
+    uniforms = [
+        seeded_uniform(p.seed, pos) if p.seed is not None else 0.0
+        for p, pos in zip(params, positions)
+    ]
+    return {
+        "seeded": to_device(torch.tensor(seeded, dtype=torch.bool), device),
+        "uniforms": to_device(torch.tensor(uniforms, dtype=torch.float32), device),
+    }
+
+
+# << ch16
 class Sampler:
     """整批采样。``generator`` 决定随机性；它必须和 logits 在同一个设备上。"""
 
@@ -105,4 +156,16 @@ class Sampler:
             scaled = scaled.masked_fill(~keep, float("-inf"))
         probs = scaled.softmax(dim=-1)
         sampled = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+        # >> ch16
+        if args.uniforms is not None and args.seeded is not None:
+            # 逆变换抽样：累计概率第一次超过 u × 总和的那个 token。乘上总和而不是直接用 u：
+            # 浮点累加的总和可能比 1 小一点点，u 又恰好落在那一点点里时会越界
+            cdf = probs.cumsum(dim=-1)
+            target = (args.uniforms * cdf[:, -1])[:, None]
+            chosen = torch.searchsorted(cdf, target, right=True).squeeze(-1)
+            # u 在 float32 里可能恰好舍入成 1：越过末尾时退回最后一个概率大于 0 的 token
+            last_positive = probs.shape[-1] - 1 - (probs.flip(-1) > 0).int().argmax(dim=-1)
+            chosen = torch.minimum(chosen, last_positive)
+            sampled = torch.where(args.seeded, chosen, sampled)
+        # << ch16
         return torch.where(args.greedy, logits.argmax(dim=-1), sampled)

@@ -36,3 +36,9 @@ __all__ = [
     "deserialize_type",
     "serialize_type",
 ]
+
+# >> ch16
+from .frontend import SchedulerStats
+
+__all__ += ["SchedulerStats"]
+# << ch16

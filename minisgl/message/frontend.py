@@ -36,6 +36,33 @@ class UserReply(BaseFrontendMsg):
     uid: int
     incremental_output: str
     finished: bool
+    # >> ch16
+    # 原样带上 DetokenizeMsg 里的这几项（见那里的说明）
+    finish_reason: str | None = None
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    # << ch16
 
 
+# >> ch16
+@dataclass
+class SchedulerStats(BaseFrontendMsg):
+    """调度器 rank 0 → API Server：调度器此刻的账目，``/metrics`` 原样报告。
+
+    调度器的状态只有调度器知道；每步之后有变化就发一条（忙的时候最多每 0.1 秒一条，
+    变成空闲时一定发一条），API Server 只保留最新的一条。
+    """
+
+    running: int  # 在跑的请求（包括正在分块预填充的）
+    waiting: int  # 排队等着进批次的请求
+    kv_pages_total: int
+    kv_pages_free: int  # 空闲页
+    kv_pages_cached: int  # 前缀缓存里没人用、可以淘汰的页
+    rows_free: int  # 请求表的空闲行
+    rows_total: int
+
+
+__all__ += ["SchedulerStats"]
+# << ch16
 _CLASSES = class_table(globals())

@@ -47,6 +47,13 @@ class DetokenizeMsg(BaseTokenizerMsg):
     uid: int
     next_token: int
     finished: bool
+    # >> ch16
+    # 第 16 章：为什么结束、出了什么错、用了多少 token——OpenAI 接口的 finish_reason 和 usage
+    finish_reason: str | None = None  # "stop"、"length"、"error"、"abort"；没结束时为 None
+    error: str | None = None  # finish_reason 为 "error" 时给人看的说明
+    prompt_tokens: int = 0  # 提示的 token 数
+    completion_tokens: int = 0  # 到这一条为止生成的 token 数（含停止符）
+    # << ch16
 
 
 @dataclass

@@ -201,10 +201,26 @@ class ZmqIO(SchedulerIO):
         if self.out is None:
             return
         # token 为 None（请求出错或被中止）时发 -1：detokenizer 据此只回一个空的结束回复
+        # ~~ ch14 < ch16
+        # ~ msgs = [
+        # ~     DetokenizeMsg(o.uid, o.token if o.token is not None else -1, o.finished)
+        # ~     for o in outputs
+        # ~ ]
+        # ~~
+        # >> ch16
         msgs = [
-            DetokenizeMsg(o.uid, o.token if o.token is not None else -1, o.finished)
+            DetokenizeMsg(
+                o.uid,
+                o.token if o.token is not None else -1,
+                o.finished,
+                o.finish_reason,
+                o.error,
+                o.prompt_tokens,
+                o.completion_tokens,
+            )
             for o in outputs
         ]
+        # << ch16
         self.out.put(BatchTokenizerMsg(msgs))  # type: ignore[arg-type]
 
     def close(self) -> None:

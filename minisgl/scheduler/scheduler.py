@@ -138,7 +138,13 @@ class Scheduler:
         error = self._validate(req)
         if error is not None:
             logger.warning(f"rejecting request {req.uid}: {error}")
-            return TokenOutput(req.uid, None, finished=True, finish_reason="error", error=error)
+            # ~~ ch08 < ch16
+            # ~ return TokenOutput(req.uid, None, finished=True, finish_reason="error", error=error)
+            # ~~
+            # >> ch16
+            prompt = len(req.input_ids)
+            return TokenOutput(req.uid, None, True, "error", error=error, prompt_tokens=prompt)
+            # << ch16
         self.prefill_manager.add(req)
         return None
 
@@ -333,7 +339,22 @@ class Scheduler:
                 req.finish_reason = "length"
             if req.finished:
                 self._free_req(req)
-            outputs.append(TokenOutput(req.uid, token, req.finished, req.finish_reason))
+            # ~~ ch08 < ch16
+            # ~ outputs.append(TokenOutput(req.uid, token, req.finished, req.finish_reason))
+            # ~~
+            # >> ch16
+            generated = len(req.input_ids) - req.prompt_len
+            outputs.append(
+                TokenOutput(
+                    req.uid,
+                    token,
+                    req.finished,
+                    req.finish_reason,
+                    prompt_tokens=req.prompt_len,
+                    completion_tokens=generated,
+                )
+            )
+            # << ch16
         return outputs
 
     def _free_req(self, req: SchedReq) -> None:

@@ -79,3 +79,7 @@ class TokenOutput:
     finished: bool = False
     finish_reason: FinishReason | None = None
     error: str | None = None
+    # >> ch16
+    prompt_tokens: int = 0  # 第 16 章：usage 要用的两个数
+    completion_tokens: int = 0  # 到这一步为止生成的 token 数（含停止符）
+    # << ch16

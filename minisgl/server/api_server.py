@@ -54,6 +54,23 @@ __all__ = [
 
 logger = init_logger(__name__, "api_server")
 
+# >> ch16
+from fastapi.responses import PlainTextResponse, Response
+from pydantic import ConfigDict
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from minisgl.message import SchedulerStats
+
+from .completions import Generation, Kind, RequestError, completion_body, stream_events
+from .metrics import Metrics
+
+__all__ += ["CompletionRequest", "RequestSizeLimit"]
+# << ch16
+# >> ch17
+import threading
+
+# << ch17
+
 # 没给 max_tokens 时按 OpenAI 的约定"生成到上下文用完为止"：给一个很大的数，调度器会把它
 # 截到"上下文长度 - 提示长度"和 KV 池容量以内
 UNLIMITED_TOKENS = 1 << 30
@@ -80,22 +97,58 @@ class ChatMessage(BaseModel):
         return {"role": self.role, "content": text}
 
 
+# >> ch16
+class StreamOptions(BaseModel):
+    include_usage: bool = Field(default=False, strict=True)  # 最后多发一个带 usage 的片段
+
+
+# 认识、但不支持的字段：给了有意义的值就 400，不悄悄忽略（客户端会以为它生效了）。
+# 值是"等于没给"的那些取值
+UNSUPPORTED_FIELDS: dict[str, tuple[Any, ...]] = {
+    "logprobs": (None, False),
+    "top_logprobs": (None, 0),
+    "echo": (None, False),
+    "best_of": (None, 1),
+    "suffix": (None, ""),
+    "logit_bias": (None, {}),
+    "presence_penalty": (None, 0),
+    "frequency_penalty": (None, 0),
+    "tools": (None, []),
+    "functions": (None, []),
+    "response_format": (None, {"type": "text"}),
+}
+MAX_STOP_STRINGS = 16
+
+
+# << ch16
 class ChatCompletionRequest(BaseModel):
-    """``/v1/chat/completions`` 的请求体。没有列出的字段（``user``、``seed`` 之类）忽略。"""
+    """``/v1/chat/completions`` 的请求体。没有列出的字段（``user`` 之类）忽略。"""
+
+    # >> ch16
+    # 多出来的字段留在 model_extra 里：_check 要看客户端是不是要了我们不支持的功能
+    model_config = ConfigDict(extra="allow")
+    # << ch16
 
     # strict：JSON 里的 true 不是数字 1，字符串 "8" 也不是 8——类型不对就是客户端写错了
     model: str = ""
     messages: list[ChatMessage] | None = None
     prompt: str | None = Field(default=None, min_length=1)
-    max_tokens: int | None = Field(default=None, ge=1, strict=True)
-    max_completion_tokens: int | None = Field(default=None, ge=1, strict=True)  # 新版客户端的名字
+    # 上限：再大的数 msgpack 装不下（超过 64 位），发给后端之前就该拒绝
+    max_tokens: int | None = Field(default=None, ge=1, le=UNLIMITED_TOKENS, strict=True)
+    max_completion_tokens: int | None = Field(  # 新版客户端的名字
+        default=None, ge=1, le=UNLIMITED_TOKENS, strict=True
+    )
     temperature: float = Field(default=1.0, ge=0.0, le=2.0, strict=True)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0, strict=True)
-    top_k: int = Field(default=-1, ge=-1, strict=True)  # 扩展字段：-1 表示不限制
+    top_k: int = Field(default=-1, ge=-1, le=UNLIMITED_TOKENS, strict=True)  # 扩展：-1 不限制
     n: int = Field(default=1, strict=True)
     stream: bool = Field(default=False, strict=True)
     stop: str | list[str] | None = None
     ignore_eos: bool = Field(default=False, strict=True)  # 扩展字段：生成到 eos 也不停（压测用）
+    # >> ch16
+    seed: int | None = Field(default=None, ge=-(1 << 63), lt=1 << 63, strict=True)  # 64 位
+    stream_options: StreamOptions | None = None
+    # << ch16
 
     @model_validator(mode="after")
     def _check(self) -> ChatCompletionRequest:
@@ -108,9 +161,34 @@ class ChatCompletionRequest(BaseModel):
             raise ValueError("'messages' must not be empty")
         if self.n != 1:
             raise ValueError("only n=1 is supported")
-        if self.stop:  # 宁可明确拒绝，也不要悄悄忽略：客户端会以为生成在 stop 处停下了
-            raise ValueError("'stop' is not supported")
+        # ~~ ch15 < ch16
+        # ~ if self.stop:  # 宁可明确拒绝，也不要悄悄忽略：客户端会以为生成在 stop 处停下了
+        # ~     raise ValueError("'stop' is not supported")
+        # ~~
+        # >> ch16
+        if len(self.stop_strings) > MAX_STOP_STRINGS:
+            raise ValueError(f"at most {MAX_STOP_STRINGS} stop strings are supported")
+        if any(not s for s in self.stop_strings):
+            raise ValueError("stop strings must not be empty")
+        if self.stream_options is not None and not self.stream:
+            raise ValueError("'stream_options' is only allowed when 'stream' is true")
+        for name, value in (self.model_extra or {}).items():
+            if name in UNSUPPORTED_FIELDS and value not in UNSUPPORTED_FIELDS[name]:
+                raise ValueError(f"'{name}' is not supported by this server")
+        # << ch16
         return self
+
+    # >> ch16
+    @property
+    def stop_strings(self) -> list[str]:
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+
+    @property
+    def token_limit(self) -> int | None:
+        """客户端给的生成上限：新名字 max_completion_tokens 优先。"""
+        return self.max_completion_tokens or self.max_tokens
+
+    # << ch16
 
     def sampling_params(self) -> SamplingParams:
         limit = self.max_completion_tokens or self.max_tokens or UNLIMITED_TOKENS
@@ -120,14 +198,26 @@ class ChatCompletionRequest(BaseModel):
             top_p=self.top_p,
             ignore_eos=self.ignore_eos,
             max_tokens=limit,
+            # >> ch16
+            seed=self.seed,
+            # << ch16
         )
 
 
+# >> ch16
+class CompletionRequest(ChatCompletionRequest):
+    """``/v1/completions`` 的请求体：和对话接口的参数相同，只是输入必须是一段文本 ``prompt``。"""
+
+    messages: None = None  # 给了 messages 就是 400："messages: Input should be None"
+    prompt: str = Field(min_length=1)
+
+
+# << ch16
 class GenerateRequest(BaseModel):
     """``/generate`` 的请求体：一段原样分词的文本。"""
 
     prompt: str = Field(min_length=1)
-    max_tokens: int = Field(ge=1, strict=True)
+    max_tokens: int = Field(ge=1, le=UNLIMITED_TOKENS, strict=True)
     temperature: float = Field(default=0.0, ge=0.0, le=2.0, strict=True)
     ignore_eos: bool = Field(default=False, strict=True)
 
@@ -161,6 +251,14 @@ class FrontendManager:
     listener: asyncio.Task[None] | None = None
     # 事件循环只持有任务的弱引用：没人引用的任务可能在运行到一半时被垃圾回收，所以留在这里
     background: set[asyncio.Task[None]] = field(default_factory=set)
+    # >> ch16
+    metrics: Metrics = field(default_factory=Metrics)
+    max_seq_len: int | None = None  # 模型的上下文长度：max_tokens 超过它就是 400
+    # << ch16
+    # >> ch17
+    failure: str | None = None  # 后端进程意外退出的说明；不为 None 时服务不可用
+    http_server: Any = None  # uvicorn.Server：出了故障时由这里让它退出
+    # << ch17
 
     def new_user(self) -> int:
         uid = self.uid_counter
@@ -171,16 +269,29 @@ class FrontendManager:
 
     async def listen(self) -> None:
         while True:
-            for reply in _unwrap(await self.recv_tokenizer.get()):
+            # ~~ ch15 < ch16
+            # ~ for reply in _unwrap(await self.recv_tokenizer.get()):
+            # ~~
+            # >> ch16
+            msg = await self.recv_tokenizer.get()
+            if isinstance(msg, SchedulerStats):  # 调度器报来的账目：只留最新的一条
+                self.metrics.scheduler = msg
+                continue
+            for reply in _unwrap(msg):
+                # << ch16
                 if reply.uid not in self.ack_map:  # 已经结束或已经中止的请求，回复直接丢掉
                     continue
                 self.ack_map[reply.uid].append(reply)
                 self.event_map[reply.uid].set()
 
-    async def send_one(self, msg: BaseTokenizerMsg) -> None:
-        if not self.initialized:  # 第一次发送时事件循环一定在运行，这时才能建后台任务
+    def start_listening(self) -> None:
+        """第一次用到时再建 ``listen()`` 任务：这时事件循环一定在运行。"""
+        if not self.initialized:
             self.listener = asyncio.create_task(self.listen())
             self.initialized = True
+
+    async def send_one(self, msg: BaseTokenizerMsg) -> None:
+        self.start_listening()
         await self.send_tokenizer.put(msg)
 
     async def wait_for_ack(self, uid: int) -> AsyncIterator[UserReply]:
@@ -203,16 +314,18 @@ class FrontendManager:
             self.ack_map.pop(uid, None)
             self.event_map.pop(uid, None)
 
-    async def collect(self, uid: int, request: Request | None = None) -> str:
-        """非流式：收齐全部回复拼成完整的文本。等待期间客户端断开了，照样中止这个请求。"""
-        watcher = None
-        if request is not None:
-            watcher = asyncio.create_task(self._abort_on_disconnect(request, uid))
-        try:
-            return "".join([ack.incremental_output async for ack in self.wait_for_ack(uid)])
-        finally:
-            if watcher is not None:
-                watcher.cancel()
+    # ~~ ch15 < ch16
+    # ~ async def collect(self, uid: int, request: Request | None = None) -> str:
+    # ~     """非流式：收齐全部回复拼成完整的文本。等待期间客户端断开了，照样中止这个请求。"""
+    # ~     watcher = None
+    # ~     if request is not None:
+    # ~         watcher = asyncio.create_task(self._abort_on_disconnect(request, uid))
+    # ~     try:
+    # ~         return "".join([ack.incremental_output async for ack in self.wait_for_ack(uid)])
+    # ~     finally:
+    # ~         if watcher is not None:
+    # ~             watcher.cancel()
+    # ~~
 
     async def _abort_on_disconnect(self, request: Request, uid: int) -> None:
         while not await request.is_disconnected():
@@ -225,28 +338,30 @@ class FrontendManager:
             yield _sse(json.dumps(ack.incremental_output, ensure_ascii=False))
         yield _sse("[DONE]")
 
-    def _chunk(self, uid: int, delta: dict[str, str], finish: str | None) -> dict[str, Any]:
-        return {
-            "id": f"chatcmpl-{uid}",
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": str(self.config.model_path),
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
-
-    async def stream_chat_completions(self, uid: int) -> AsyncIterator[bytes]:
-        first = True
-        async for ack in self.wait_for_ack(uid):
-            delta: dict[str, str] = {}
-            if first:  # 第一个片段带上角色
-                delta["role"] = "assistant"
-                first = False
-            if ack.incremental_output:
-                delta["content"] = ack.incremental_output
-            if delta:
-                yield _sse(self._chunk(uid, delta, None))
-        yield _sse(self._chunk(uid, {}, "stop"))
-        yield _sse("[DONE]")
+    # ~~ ch15 < ch16
+    # ~ def _chunk(self, uid: int, delta: dict[str, str], finish: str | None) -> dict[str, Any]:
+    # ~     return {
+    # ~         "id": f"chatcmpl-{uid}",
+    # ~         "object": "chat.completion.chunk",
+    # ~         "created": int(time.time()),
+    # ~         "model": str(self.config.model_path),
+    # ~         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    # ~     }
+    # ~
+    # ~ async def stream_chat_completions(self, uid: int) -> AsyncIterator[bytes]:
+    # ~     first = True
+    # ~     async for ack in self.wait_for_ack(uid):
+    # ~         delta: dict[str, str] = {}
+    # ~         if first:  # 第一个片段带上角色
+    # ~             delta["role"] = "assistant"
+    # ~             first = False
+    # ~         if ack.incremental_output:
+    # ~             delta["content"] = ack.incremental_output
+    # ~         if delta:
+    # ~             yield _sse(self._chunk(uid, delta, None))
+    # ~     yield _sse(self._chunk(uid, {}, "stop"))
+    # ~     yield _sse("[DONE]")
+    # ~~
 
     async def stream_with_cancellation(
         self, gen: AsyncIterator[bytes], request: Request, uid: int
@@ -280,6 +395,47 @@ class FrontendManager:
         if uid in self.event_map:
             await self.abort_user(uid)
 
+    # >> ch16
+    def context_length(self) -> int:
+        """一个请求（提示 + 输出）最多多少个 token，和调度器的算法相同。第一次用到时才读模型的
+        config.json：启动器在拉起后端之前就建好了这个对象，那时模型文件夹可能根本不对。"""
+        if self.max_seq_len is None:
+            from minisgl.models.config import ModelConfig
+
+            config = ModelConfig.from_pretrained(self.config.model_path)
+            self.max_seq_len = self.config.max_seq_len or config.rotary_config.max_position
+        return self.max_seq_len
+
+    # << ch16
+    # >> ch17
+    def fail(self, reason: str) -> None:
+        """后端进程意外退出（启动器的看门狗线程经 ``fail_from_thread`` 调用）。
+
+        之后的生成请求一律 503；正在等回复的请求各收到一条带错误的结束回复——它们都在等
+        ``listen()`` 叫醒，而回复再也不会来了，不叫醒就会永远挂着。过 ``FAILURE_GRACE`` 秒
+        （让这些 503 和错误事件送到客户端）再让 HTTP 服务退出，启动器接着关掉其余进程。
+        """
+        if self.failure is not None:
+            return
+        self.failure = reason
+        logger.error(f"backend failure: {reason}; answering 503 and shutting down")
+        for uid, replies in self.ack_map.items():
+            replies.append(UserReply(uid, "", True, "error", reason))
+            self.event_map[uid].set()
+        if self.http_server is not None:  # uvicorn 每 0.1 秒看一次 should_exit
+            timer = threading.Timer(FAILURE_GRACE, setattr, (self.http_server, "should_exit", True))
+            timer.daemon = True
+            timer.start()
+
+    def fail_from_thread(self, reason: str) -> None:
+        """看门狗线程调用：``fail()`` 要叫醒等待中的协程，必须在事件循环的线程里执行。
+        还没有任何请求时（``listen()`` 任务还没建）也就没有要叫醒的，直接调用。"""
+        if self.listener is not None:
+            self.listener.get_loop().call_soon_threadsafe(self.fail, reason)
+        else:
+            self.fail(reason)
+
+    # << ch17
     def shutdown(self) -> None:
         self.send_tokenizer.stop()
         self.recv_tokenizer.stop()
@@ -355,40 +511,142 @@ async def _on_unexpected_error(request: Request, exc: Exception) -> JSONResponse
     return openai_error(500, f"internal error: {type(exc).__name__}")
 
 
-@app.post("/v1/chat/completions", response_model=None)
-async def v1_chat_completions(
-    req: ChatCompletionRequest, request: Request
-) -> StreamingResponse | dict[str, Any]:
+# ~~ ch15 < ch16
+# ~ @app.post("/v1/chat/completions", response_model=None)
+# ~ async def v1_chat_completions(
+# ~     req: ChatCompletionRequest, request: Request
+# ~ ) -> StreamingResponse | dict[str, Any]:
+# ~     state = get_state()
+# ~     if req.messages is not None:
+# ~         text: str | list[dict[str, str]] = [m.to_dict() for m in req.messages]
+# ~     else:
+# ~         assert req.prompt is not None  # _check 已经保证了二者有一个
+# ~         text = req.prompt
+# ~     uid = state.new_user()
+# ~     await state.send_one(TokenizeMsg(uid=uid, text=text, sampling_params=req.sampling_params()))
+# ~     if req.stream:
+# ~         return StreamingResponse(
+# ~             state.stream_with_cancellation(state.stream_chat_completions(uid), request, uid),
+# ~             media_type="text/event-stream",
+# ~             background=BackgroundTask(state.abort_if_unfinished, uid),
+# ~         )
+# ~     content = await state.collect(uid, request)
+# ~     return {
+# ~         "id": f"chatcmpl-{uid}",
+# ~         "object": "chat.completion",
+# ~         "created": int(time.time()),
+# ~         "model": req.model or str(state.config.model_path),
+# ~         "choices": [
+# ~             {
+# ~                 "index": 0,
+# ~                 "message": {"role": "assistant", "content": content},
+# ~                 "finish_reason": "stop",
+# ~             }
+# ~         ],
+# ~     }
+# ~~
+
+
+# >> ch16
+async def serve_completion(req: ChatCompletionRequest, request: Request, kind: Kind) -> Response:
+    """两个生成接口共用：校验 → 发出请求、等第一条回复 → 流式或非流式地返回。"""
     state = get_state()
+    limit = state.context_length()
+    if req.token_limit is not None and req.token_limit > limit:
+        name = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
+        message = f"{name}={req.token_limit} exceeds the model's context length of {limit} tokens"
+        return openai_error(400, message, name)
     if req.messages is not None:
         text: str | list[dict[str, str]] = [m.to_dict() for m in req.messages]
     else:
         assert req.prompt is not None  # _check 已经保证了二者有一个
         text = req.prompt
-    uid = state.new_user()
-    await state.send_one(TokenizeMsg(uid=uid, text=text, sampling_params=req.sampling_params()))
+    try:
+        gen = await Generation.start(state, text, req.sampling_params(), req.stop_strings, request)
+    except RequestError as e:
+        state.metrics.rejected[e.status] += 1
+        return openai_error(e.status, e.message, e.param)
+    model = req.model or str(state.config.model_path)
     if req.stream:
+        include_usage = req.stream_options is not None and req.stream_options.include_usage
+        events = stream_events(gen, kind, model, include_usage)
         return StreamingResponse(
-            state.stream_with_cancellation(state.stream_chat_completions(uid), request, uid),
+            state.stream_with_cancellation(events, request, gen.uid),
             media_type="text/event-stream",
-            background=BackgroundTask(state.abort_if_unfinished, uid),
+            background=BackgroundTask(gen.release),
         )
-    content = await state.collect(uid, request)
-    return {
-        "id": f"chatcmpl-{uid}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": req.model or str(state.config.model_path),
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-    }
+    watcher = asyncio.create_task(state._abort_on_disconnect(request, gen.uid))
+    try:
+        # ~~ ch16 < ch17
+        # ~ return JSONResponse(await completion_body(gen, kind, model))
+        # ~~
+        # >> ch17
+        body = await completion_body(gen, kind, model)
+        if gen.finish_reason == "error":  # 生成到一半后端挂了
+            return openai_error(503, state.failure or "the backend failed")
+        return JSONResponse(body)
+        # << ch17
+    finally:
+        watcher.cancel()
 
 
+@app.post("/v1/chat/completions", response_model=None)
+async def v1_chat_completions(req: ChatCompletionRequest, request: Request) -> Response:
+    return await serve_completion(req, request, "chat")
+
+
+@app.post("/v1/completions", response_model=None)
+async def v1_completions(req: CompletionRequest, request: Request) -> Response:
+    return await serve_completion(req, request, "text")
+
+
+@app.get("/metrics")
+async def metrics() -> PlainTextResponse:
+    state = get_state()
+    state.start_listening()  # 还没有任何请求时，调度器报来的账目也要有人收
+    return PlainTextResponse(state.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+class RequestSizeLimit:
+    """请求体超过 ``max_bytes`` 就回 413，不把它读进内存。
+
+    两道关：声明了 Content-Length 的，还没读就拒绝；分块传输（没有 Content-Length）的，边读边数，
+    超了就在读取时抛 413——FastAPI 读请求体时遇到 ``HTTPException`` 会原样抛出，由下面的
+    异常处理变成 OpenAI 格式的错误。
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = f"the request body is larger than {self.max_bytes} bytes"
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length", b"").decode("latin-1")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await openai_error(413, too_large)(scope, receive, send)
+            return
+        received = 0
+
+        async def limited_receive() -> Any:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise HTTPException(status_code=413, detail=too_large)
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+MAX_REQUEST_BYTES = 8 << 20  # 8 MiB：几万 token 的提示写成 JSON 也远远不到
+app.add_middleware(RequestSizeLimit, max_bytes=MAX_REQUEST_BYTES)
+
+
+# << ch16
 @app.post("/generate")
 async def generate(req: GenerateRequest, request: Request) -> StreamingResponse:
     state = get_state()
@@ -412,8 +670,46 @@ async def v1_models() -> dict[str, Any]:
 
 
 @app.get("/health")
-async def health() -> dict[str, str]:
-    return {"status": "ok"}
+# ~~ ch15 < ch17
+# ~ async def health() -> dict[str, str]:
+# ~     return {"status": "ok"}
+# ~~
+# >> ch17
+async def health() -> Response:
+    """负载均衡器、Kubernetes 的存活探针看这里：后端挂了就是 503。"""
+    failure = _STATE.failure if _STATE is not None else None
+    if failure is not None:
+        return openai_error(503, failure)
+    return JSONResponse({"status": "ok"})
+
+
+FAILURE_GRACE = 2.0  # 后端挂了之后，HTTP 服务再坚持几秒，把 503 送到客户端
+
+
+class RejectWhenFailed:
+    """后端挂了：新的生成请求（所有 POST）直接 503，不再发给已经不存在的进程。
+
+    和 ``RequestSizeLimit`` 一样写成最朴素的 ASGI 中间件：``@app.middleware("http")`` 那种
+    会把 receive 包一层，流式响应里的 ``request.is_disconnected()`` 可能再也看不到断开。
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        failure = _STATE.failure if _STATE is not None else None
+        if scope["type"] == "http" and scope["method"] == "POST" and failure is not None:
+            get_state().metrics.rejected[503] += 1
+            message = f"the server is unavailable: {failure}"
+            await openai_error(503, message)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+app.add_middleware(RejectWhenFailed)
+
+
+# << ch17
 
 
 def run_http(sock: socket.socket) -> None:
@@ -425,4 +721,12 @@ def run_http(sock: socket.socket) -> None:
         # 优雅关闭最多等几秒：正在流式输出的长请求不应该让 Ctrl-C 迟迟不生效
         timeout_graceful_shutdown=3,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    # ~~ ch15 < ch17
+    # ~ uvicorn.Server(config).run(sockets=[sock])
+    # ~~
+    # >> ch17
+    server = uvicorn.Server(config)
+    if _STATE is not None:  # 后端出故障时，FrontendManager.fail() 让它退出
+        _STATE.http_server = server
+    server.run(sockets=[sock])
+    # << ch17

@@ -36,6 +36,20 @@ __all__ = ["ServingScheduler", "launch_server", "shutdown_backend", "start_backe
 logger = init_logger(__name__, "initializer")
 kv_logger = init_logger(f"{__name__}.kv", "scheduler")  # 在调度器进程里打印
 
+# >> ch16
+from minisgl.message import BaseFrontendMsg, SchedulerStats
+from minisgl.utils import ZmqPushQueue
+
+STATS_INTERVAL = 0.1  # 忙的时候最多每 0.1 秒报一次账（/metrics 用）
+# << ch16
+# >> ch17
+import threading
+from collections.abc import Callable
+from multiprocessing import connection as mp_connection
+
+__all__ += ["BackendWatchdog"]
+# << ch17
+
 
 # ---------------------------------------------------------------- 子进程
 
@@ -64,6 +78,11 @@ class ServingScheduler(Scheduler):
     """
 
     busy: bool = False
+    # >> ch16
+    stats_queue: ZmqPushQueue[BaseFrontendMsg] | None = None
+    last_stats: SchedulerStats | None = None
+    last_stats_at: float = 0.0
+    # << ch16
 
     def step(self) -> list[Any]:
         outputs = super().step()
@@ -72,6 +91,9 @@ class ServingScheduler(Scheduler):
         elif self.busy:
             self.busy = False
             self.report_kv("idle")
+        # >> ch16
+        self.publish_stats(force=not self.has_work)  # 变成空闲时一定报一次
+        # << ch16
         return outputs
 
     def report_kv(self, when: str) -> None:
@@ -81,6 +103,40 @@ class ServingScheduler(Scheduler):
             f"({cache.num_free_pages} free), free rows {self.table.num_free}/"
             f"{self.config.max_running_reqs}"
         )
+
+    # >> ch16
+    def snapshot(self) -> SchedulerStats:
+        cache = self.cache
+        evictable = cache.prefix_cache.size_info[0]
+        return SchedulerStats(
+            running=len(self.live_reqs()),
+            waiting=len(self.prefill_manager.pending),
+            kv_pages_total=cache.num_pages,
+            kv_pages_free=cache.num_free_pages,
+            kv_pages_cached=evictable,
+            rows_free=self.table.num_free,
+            rows_total=self.config.max_running_reqs,
+        )
+
+    def publish_stats(self, force: bool = False) -> None:
+        """账目变了就发给 API Server（只有 rank 0 发）；忙的时候限频，``force`` 时不限。"""
+        addr = getattr(self.config, "zmq_frontend_addr", None)
+        if addr is None or not self.config.tp_info.is_primary():
+            return
+        stats, now = self.snapshot(), time.monotonic()
+        if stats == self.last_stats or (not force and now - self.last_stats_at < STATS_INTERVAL):
+            return
+        if self.stats_queue is None:  # 直接连到 API Server 的接收地址，不经过 detokenizer
+            self.stats_queue = ZmqPushQueue(addr, create=False, encoder=BaseFrontendMsg.encoder)
+        self.stats_queue.put(stats)
+        self.last_stats, self.last_stats_at = stats, now
+
+    def shutdown(self) -> None:
+        if self.stats_queue is not None:
+            self.stats_queue.stop()
+        super().shutdown()
+
+    # << ch16
 
 
 def _run_scheduler(args: ServerArgs, ack_queue: Any) -> None:
@@ -105,6 +161,9 @@ def _run_scheduler(args: ServerArgs, ack_queue: Any) -> None:
             scheduler.sync_all_ranks()  # 所有 rank 都初始化完（包括广播的订阅）再开始
             if args.tp_info.is_primary():
                 scheduler.report_kv("ready")
+                # >> ch16
+                scheduler.publish_stats(force=True)
+                # << ch16
                 ack_queue.put("Scheduler is ready")
             if args.silent_output:
                 logging.disable(logging.INFO)
@@ -224,6 +283,42 @@ def shutdown_backend(args: ServerArgs, procs: list[Any], timeout: float = 10.0) 
             pass
 
 
+# >> ch17
+class BackendWatchdog(threading.Thread):
+    """主进程里的一个线程：盯着所有后端进程，哪一个意外退出（崩溃、被 OOM killer 杀掉、
+    被人 ``kill -9``），就调用一次 ``on_failure(说明)``。
+
+    不靠轮询 ``is_alive()``：每个进程有一个 ``sentinel``（进程结束时变得可读的文件描述符），
+    ``multiprocessing.connection.wait`` 同时等所有的 sentinel，进程一退出马上醒来。
+    正常关闭之前先 ``stop()``：那时进程的退出是意料之中的。
+    """
+
+    def __init__(self, procs: list[Any], on_failure: Callable[[str], None]) -> None:
+        super().__init__(name="minisgl-watchdog", daemon=True)
+        self.procs, self.on_failure = procs, on_failure
+        self.stopping = threading.Event()
+        self.failure: str | None = None
+
+    def run(self) -> None:
+        sentinels = {p.sentinel: p for p in self.procs}
+        while not self.stopping.is_set():
+            ready = mp_connection.wait(list(sentinels), timeout=0.2)
+            if ready and not self.stopping.is_set():
+                proc = sentinels[ready[0]]  # type: ignore[index]
+                proc.join(1.0)  # 拿到退出码
+                self.failure = f"backend process {proc.name} exited unexpectedly"
+                self.failure += f" (exit code {proc.exitcode})"
+                logger.error(self.failure)
+                self.on_failure(self.failure)
+                return
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.is_alive():
+            self.join(timeout=5.0)
+
+
+# << ch17
 def _bind_http_socket(host: str, port: int) -> socket.socket:
     """先占住端口再加载模型：端口被占用时立刻报错，而不是等模型加载完。
 
@@ -253,6 +348,9 @@ def launch_server(argv: Sequence[str] | None = None, *, shell: bool = False) -> 
     sock = None if args.shell else _bind_http_socket(args.host, args.port)
     state = init_frontend(args)  # bind 前端的接收地址：detokenizer 一起来就能连上
     procs: list[Any] = []
+    # >> ch17
+    watchdog: BackendWatchdog | None = None
+    # << ch17
     try:
         procs = start_backend(args)
         if args.shell:
@@ -267,6 +365,10 @@ def launch_server(argv: Sequence[str] | None = None, *, shell: bool = False) -> 
             # 等 uvicorn 的事件循环转起来
             sock.listen(2048)
             host, port = sock.getsockname()[:2]
+            # >> ch17
+            watchdog = BackendWatchdog(procs, state.fail_from_thread)
+            watchdog.start()
+            # << ch17
             logger.info(f"API server is ready on http://{host}:{port}")
             run_http(sock)
     except KeyboardInterrupt:
@@ -276,8 +378,16 @@ def launch_server(argv: Sequence[str] | None = None, *, shell: bool = False) -> 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         logger.info("shutting down")
+        # >> ch17
+        if watchdog is not None:
+            watchdog.stop()  # 接下来进程的退出都是意料之中的
+        # << ch17
         state.shutdown()
         shutdown_backend(args, procs)
         if sock is not None:
             sock.close()
         logger.info("all processes exited")
+    # >> ch17
+    if watchdog is not None and watchdog.failure is not None:
+        raise SystemExit(f"exiting because {watchdog.failure}")  # 退出码 1：让外面的监控知道
+    # << ch17

@@ -1,0 +1,59 @@
+"""错误答案：分位数直接取那一格的上界，不插值。"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+
+
+class Histogram:
+    def __init__(self, buckets: Sequence[float]) -> None:
+        bounds = tuple(float(b) for b in buckets)
+        if not bounds:
+            raise ValueError("at least one bucket is required")
+        if any(not math.isfinite(b) or b <= 0 for b in bounds):
+            raise ValueError(f"bucket bounds must be finite and positive, got {bounds}")
+        if any(a >= b for a, b in zip(bounds, bounds[1:])):
+            raise ValueError(f"bucket bounds must be strictly increasing, got {bounds}")
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # 每一格自己的个数；最后一格是 +Inf
+        self.total = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        # le 是"小于等于"：等于上界的值算在这一格里，所以用 bisect_left
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.total += value
+        self.count += 1
+
+    def cumulative(self) -> list[int]:
+        out, running = [], 0
+        for n in self.counts:
+            running += n
+            out.append(running)
+        return out
+
+    def lines(self, name: str) -> list[str]:
+        cum = self.cumulative()
+        out = [f'{name}_bucket{{le="{b:g}"}} {c}' for b, c in zip(self.bounds, cum)]
+        out.append(f'{name}_bucket{{le="+Inf"}} {cum[-1]}')
+        out.append(f"{name}_sum {self.total:.6f}")
+        out.append(f"{name}_count {self.count}")
+        return out
+
+    def render(self, name: str, help_text: str) -> str:
+        head = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
+        return "".join(line + "\n" for line in head + self.lines(name))
+
+    def quantile(self, q: float) -> float | None:
+        if not 0 < q <= 1:
+            raise ValueError(f"q must be in (0, 1], got {q}")
+        if self.count == 0:
+            return None
+        rank = q * self.count
+        cum = self.cumulative()
+        for i, hi in enumerate(self.bounds):
+            if cum[i] >= rank:
+                return hi  # 错在这里：不插值，直接取这一格的上界
+        return self.bounds[-1]  # 落在 +Inf 格：没有上界可以插值

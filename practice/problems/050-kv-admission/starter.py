@@ -1,0 +1,28 @@
+"""练习 050：整段预留的准入——KV 不够时新请求排队，不抢占、不死锁、不饿死。"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Request(NamedTuple):
+    """一个生成请求。已经写好，不要改。"""
+
+    uid: int
+    arrival: int  # 在第几步到达
+    prompt_len: int
+    max_tokens: int
+
+
+def plan(
+    prompt_len: int, max_tokens: int, num_pages: int, page_size: int
+) -> tuple[int, int] | None:
+    """返回 (输出长度, 整段要的页数)；提示本身就放不下整个池子时返回 None（拒绝）。"""
+    raise NotImplementedError("在这里实现 plan")
+
+
+def simulate(
+    num_pages: int, page_size: int, max_running: int, requests: list[Request]
+) -> list[tuple[int, str, int]]:
+    """逐步模拟到达、准入、生成，返回 [(步, "reject" | "admit" | "finish", uid), ...]。"""
+    raise NotImplementedError("在这里实现 simulate")
