@@ -19,8 +19,9 @@ def run(stops, pieces):
 
 
 def reference(stops, full):
-    hits = [i for i in (full.find(s) for s in stops) if i >= 0]
-    return (full[: min(hits)], True) if hits else (full, False)
+    """最先完整出现的停止字符串：(结束位置, 开始位置) 最小的那一次出现。"""
+    hits = [(i + len(s), i) for s in stops if (i := full.find(s)) >= 0]
+    return (full[: min(hits)[1]], True) if hits else (full, False)
 
 
 def safe_prefix(stops, full):
@@ -57,6 +58,12 @@ def test_overlapping_holdback_shrinks():
 def test_earliest_occurrence_wins_not_list_order():
     m = StopMatcher(["world", "o w"])
     assert m.feed("hello world") == ("hell", True)
+
+
+def test_first_completed_wins_however_the_text_is_split():
+    for pieces in (["abcd"], ["a", "b", "c", "d"], ["ab", "cd"]):
+        assert "".join(run(["abcd", "bc"], pieces)[0]) == "a", pieces
+    assert "".join(run(["bc", "abc"], ["xabc"])[0]) == "x"  # 同时结束：开始得更早的
 
 
 def test_stop_in_the_middle_of_one_piece():

@@ -28,11 +28,13 @@ class StopMatcher:
             return "", True
         pending = text  # 错在这里：不带上留住的部分
         # 已经发出的文本里不可能有停止字符串的开头（否则它会被留住），只需在 pending 里找
-        hits = [i for i in (pending.find(s) for s in self.stops) if i >= 0]
+        # 最先完整出现的那一个：(结束位置, 开始位置) 最小。按开始位置取的话，结果会和文本怎么分段
+        # 有关（stops = ["abcd", "bc"]：一次给 "abcd" 会选 "abcd"，一个字一个字给只能选 "bc"）
+        hits = [(i + len(s), i) for s in self.stops if (i := pending.find(s)) >= 0]
         if hits:
             self.stopped = True
             self.held = ""
-            return pending[: min(hits)], True
+            return pending[: min(hits)[1]], True
         keep = 0  # 错在这里：什么也不留
         self.held = pending[len(pending) - keep :]
         return pending[: len(pending) - keep], False
