@@ -335,6 +335,12 @@ class FrontendManager:
     async def stream_generate(self, uid: int) -> AsyncIterator[bytes]:
         # 增量文本编码成 JSON 字符串：文本里的换行不会把一条 SSE 事件拆成两条
         async for ack in self.wait_for_ack(uid):
+            # >> ch17
+            if ack.finish_reason == "error":  # 请求被拒绝，或者后端挂了：错误事件，没有 [DONE]
+                kind = "internal_error" if self.failure is not None else "invalid_request_error"
+                yield _sse({"error": {"message": ack.error, "type": kind}})
+                return
+            # << ch17
             yield _sse(json.dumps(ack.incremental_output, ensure_ascii=False))
         yield _sse("[DONE]")
 
