@@ -212,6 +212,7 @@ def test_prometheus_text_format() -> None:
         float(value)
         assert name.startswith("minisgl_")
     assert "minisgl_waiting_requests 2" in samples
+    assert "minisgl_kv_pages_used 50" in samples  # 64 - 10 空闲 - 4 可淘汰
     assert "minisgl_prompt_tokens_total 8" in samples
     assert 'minisgl_requests_finished_total{reason="length"} 1' in samples
     helps = [ln.split()[2] for ln in text.splitlines() if ln.startswith("# TYPE")]
@@ -476,6 +477,7 @@ def test_metrics_count_and_return_to_idle(server: Any, wait_until: Any) -> None:
         == 5
     )
     assert after["minisgl_running_requests"] == after["minisgl_waiting_requests"] == 0
+    assert after["minisgl_kv_pages_used"] == 0
     assert after["minisgl_request_rows_free"] == MAX_RUNNING
     assert after["minisgl_kv_pages_capacity"] == NUM_PAGES
     assert after["minisgl_http_requests_in_flight"] == 0

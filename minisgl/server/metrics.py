@@ -111,6 +111,9 @@ class Metrics:
             for f in fields(self.scheduler):
                 name, help_text = _SCHEDULER_GAUGES[f.name]
                 one(name, "gauge", help_text, getattr(self.scheduler, f.name))
+            s = self.scheduler
+            used = s.kv_pages_total - s.kv_pages_free - s.kv_pages_cached
+            one("kv_pages_used", "gauge", "正在使用的页：运行中的请求和它们锁住的前缀缓存。", used)
         one("http_requests_in_flight", "gauge", "正在处理的生成请求数。", self.in_flight)
         one("prompt_tokens_total", "counter", "所有请求的提示 token 数之和。", self.prompt_tokens)
         one(
