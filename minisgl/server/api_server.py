@@ -61,7 +61,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from minisgl.message import SchedulerStats
 
-from .completions import Generation, Kind, RequestError, completion_body, stream_events
+from .completions import (
+    Generation,
+    Kind,
+    RequestError,
+    abort_on_disconnect,
+    completion_body,
+    stream_events,
+)
 from .metrics import Metrics
 
 __all__ += ["CompletionRequest", "RequestSizeLimit"]
@@ -581,8 +588,7 @@ async def serve_completion(req: ChatCompletionRequest, request: Request, kind: K
             media_type="text/event-stream",
             background=BackgroundTask(gen.release),
         )
-    watcher = asyncio.create_task(state._abort_on_disconnect(request, gen.uid))
-    try:
+    async with abort_on_disconnect(state, request, gen.uid):
         # ~~ ch16 < ch17
         # ~ return JSONResponse(await completion_body(gen, kind, model))
         # ~~
@@ -592,8 +598,6 @@ async def serve_completion(req: ChatCompletionRequest, request: Request, kind: K
             return openai_error(503, state.failure or "the backend failed")
         return JSONResponse(body)
         # << ch17
-    finally:
-        watcher.cancel()
 
 
 @app.post("/v1/chat/completions", response_model=None)

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
     from .api_server import FrontendManager
 
-__all__ = ["Generation", "RequestError", "completion_body", "stream_events"]
+__all__ = ["Generation", "RequestError", "abort_on_disconnect", "completion_body", "stream_events"]
 
 Kind = Literal["chat", "text"]  # /v1/chat/completions 或 /v1/completions
 
@@ -42,6 +43,22 @@ class RequestError(Exception):
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.param = status, message, param
+
+
+@contextlib.asynccontextmanager
+async def abort_on_disconnect(
+    state: FrontendManager, request: Request | None, uid: int
+) -> AsyncIterator[None]:
+    """在这段代码运行期间盯着连接（第 15 章的 ``_abort_on_disconnect``）：客户端断开就中止 ``uid``。
+    Starlette 不会因为连接断了而取消非流式的处理函数，只能自己盯。"""
+    watcher = None
+    if request is not None:
+        watcher = asyncio.create_task(state._abort_on_disconnect(request, uid))
+    try:
+        yield
+    finally:
+        if watcher is not None:
+            watcher.cancel()
 
 
 @dataclass
@@ -75,17 +92,12 @@ class Generation:
         state.metrics.in_flight += 1
         await state.send_one(TokenizeMsg(uid=uid, text=text, sampling_params=params))
         # 等第一条回复的时候客户端也可能断开（排队很久）：和第 15 章的非流式一样盯着连接
-        watcher = None
-        if request is not None:
-            watcher = asyncio.create_task(state._abort_on_disconnect(request, uid))
         try:
-            gen.first = await anext(gen.replies, None)
+            async with abort_on_disconnect(state, request, uid):
+                gen.first = await anext(gen.replies, None)
         except BaseException:  # 服务正在关闭、处理函数被取消：账目照样要记
             gen._close("abort")
             raise
-        finally:
-            if watcher is not None:
-                watcher.cancel()
         if gen.first is None:  # 等待期间被中止：客户端断开了
             gen._close("abort")
             raise RequestError(499, "the client closed the connection")

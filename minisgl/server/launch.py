@@ -123,8 +123,11 @@ class ServingScheduler(Scheduler):
         addr = getattr(self.config, "zmq_frontend_addr", None)
         if addr is None or not self.config.tp_info.is_primary():
             return
-        stats, now = self.snapshot(), time.monotonic()
-        if stats == self.last_stats or (not force and now - self.last_stats_at < STATS_INTERVAL):
+        now = time.monotonic()
+        if not force and now - self.last_stats_at < STATS_INTERVAL:
+            return  # 先看限频再算快照：这在每一步的热路径上
+        stats = self.snapshot()
+        if stats == self.last_stats:
             return
         if self.stats_queue is None:  # 直接连到 API Server 的接收地址，不经过 detokenizer
             self.stats_queue = ZmqPushQueue(addr, create=False, encoder=BaseFrontendMsg.encoder)
