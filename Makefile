@@ -1,4 +1,4 @@
-# README 只用两个命令：make run（跑最新一章的 main）与 make test（全部测试）。
+# README 只用两个命令：make run（跑完整服务的演示：最后一个 demo = true 的章节的 main）与 make test（全部测试）。
 # 两者都先做一次幂等的环境准备：仓库内的 .venv，先装 torch==2.13.0（CPU 机器上不会拉几 GB 的 CUDA 版），
 # 再以可编辑方式安装本包与 dev/docs 依赖，最后生成内嵌的小模型。
 # make test 和 make docs 还要网站里浏览器练习题的前端依赖：npm ci 装 package-lock.json 钉住的
@@ -48,7 +48,7 @@ chromium:
 	fi
 
 run: setup
-	$(BIN)/python tools/steps.py run latest
+	$(BIN)/python tools/steps.py run demo
 
 test: setup web chromium
 	$(BIN)/python tools/run_tests.py

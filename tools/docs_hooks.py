@@ -8,6 +8,7 @@
     [[excerpt minisgl/utils/registry.py · Registry.register]]   切片里的一段代码（限定名可省略）
     [[output cpu]]  [[output cuda]]             录制的运行结果（steps.py record 写的）
     [[output cuda qwen3-0.6b-shape]]            换一个模型的录制（steps.py record N --model ...）
+    [[output cuda tp2]]                         两块 GPU 上 tp=2 的录制（steps.py record N --tp 2）
     [[test test_ch01_env.py · test_parse_bool]] 本章测试文件里的一个函数
     [[practice]]                                本章的练习题列表
 
@@ -132,7 +133,7 @@ class Directive:
     name: str
     path: str = ""  # excerpt：minisgl/ 下的路径；test：章节目录里的文件名；output：换用的模型名
     qualname: str = ""
-    kind: str = ""  # output：cpu / cuda
+    kind: str = ""  # output：cpu / cuda / cuda.tp2
 
 
 def parse_directive(body: str) -> Directive:
@@ -148,9 +149,13 @@ def parse_directive(body: str) -> Directive:
         return Directive(name)
     if name == "output":
         kind, _, model = rest.partition(" ")
-        if kind not in ("cpu", "cuda"):
+        tp, _, after = model.strip().partition(" ")
+        if kind == "cuda" and re.fullmatch(r"tp[2-9]", tp):  # 多块 GPU 的录制
+            kind, model = f"{kind}.{tp}", after
+        bad_kind = kind not in ("cpu", "cuda") and not kind.startswith("cuda.tp")
+        if bad_kind or re.fullmatch(r"tp\d+", tp) and kind == "cpu":
             raise DirectiveError(
-                f"[[output ...]] 的参数是 cpu 或 cuda（可再跟一个模型名），不是 {rest!r}"
+                f"[[output ...]] 的参数是 cpu 或 cuda（可再跟 tp2 和一个模型名），不是 {rest!r}"
             )
         return Directive(name, kind=kind, path=model.strip())
     # excerpt / test：PATH 或 PATH · QUALNAME
@@ -491,7 +496,9 @@ def expand_directive(d: Directive, chapter: int | None, ctx: Context) -> list[st
         return _fence("python", ex.code, title)
     if d.name == "output":
         header, body = _call(steps.read_recording, chapter, d.kind, d.path or None)
-        meta = "；".join(f"{key}：{header[key]}" for key in ("设备", "模型", "torch", "日期"))
+        keys = ("设备", "模型", "torch", "日期")
+        keys = ("命令", *keys) if ".tp" in d.kind else keys  # 命令里有 MINISGL_TP=N
+        meta = "；".join(f"{key}：{header[key]}" for key in keys)
         # attr_list 的写法：放进 === 标签页（缩进）里也还是一个普通段落，不会套出 <p><p>
         return [_md_escape(meta), "{: .page-meta }", "", *_fence("text", body)]
     if d.name == "practice":

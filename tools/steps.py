@@ -68,6 +68,7 @@ class Chapter:
     tests: list[Path]
     volatile: list[str] = field(default_factory=list)
     model: str = ""
+    demo: bool = False  # make run 运行的"完整服务演示"（最后一个 demo = true 的章节）
 
     @property
     def label(self) -> str:
@@ -129,6 +130,7 @@ def load_chapters() -> list[Chapter]:
                 tests=sorted(d.glob("test_*.py")),
                 volatile=list(data.get("volatile", [])),
                 model=data.get("model", ""),
+                demo=bool(data.get("demo", False)),
             )
         )
     numbers = [c.number for c in chapters]
@@ -154,6 +156,15 @@ def get_chapter(n: int) -> Chapter:
 
 def latest_chapter() -> int:
     return load_chapters()[-1].number
+
+
+def demo_chapter() -> int:
+    """make run 演示的章节：最后一个 ``demo = true`` 的章节，没有时就是最新的一章。
+
+    最新的一章不一定适合当演示：第四阶段的章节讲 GPU 快路径和基准测试，而 make run 要给新读者看
+    完整的服务（拉起服务、用 openai 客户端流式问答、打印用量）。"""
+    demos = [c.number for c in load_chapters() if c.demo]
+    return demos[-1] if demos else latest_chapter()
 
 
 @functools.cache
@@ -464,7 +475,7 @@ def validate() -> None:
 
 
 def _slice_env(
-    root: Path, n: int, device: str | None = None, model: str | None = None
+    root: Path, n: int, device: str | None = None, model: str | None = None, tp: int = 0
 ) -> dict[str, str]:
     env = dict(os.environ)
     # 切片排在最前面（minisgl 只能来自切片）；原有的 PYTHONPATH 留在后面，装在别处的依赖仍然找得到
@@ -478,6 +489,8 @@ def _slice_env(
         env["MINISGL_DEVICE"] = device
     if model:  # main 里 MODEL = os.environ.get("MINISGL_MODEL", 默认的内嵌模型)
         env["MINISGL_MODEL"] = model
+    if tp:  # 多 rank 的章节（6、14、15）里 TP = int(os.environ.get("MINISGL_TP", 默认值))
+        env["MINISGL_TP"] = str(tp)
     return env
 
 
@@ -512,14 +525,19 @@ def _module_names(n: int) -> list[str]:
 
 
 def run_main(
-    n: int, root: Path, device: str | None, timeout: int = 600, model: str | None = None
+    n: int,
+    root: Path,
+    device: str | None,
+    timeout: int = 600,
+    model: str | None = None,
+    tp: int = 0,
 ) -> tuple[int, str]:
     c = get_chapter(n)
     main = root / "chapters" / c.dir.name / c.main.name
     proc = subprocess.run(
         [sys.executable, "-c", _RUN_MAIN, str(main.relative_to(root))],
         cwd=root,
-        env=_slice_env(root, n, device, model),
+        env=_slice_env(root, n, device, model, tp),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -629,19 +647,24 @@ def _compare_recording(c: Chapter, output: str) -> str:
 
 _PROBE = (
     "import platform, torch; from minisgl.utils.device import pick_device, device_summary; "
-    "d = pick_device(); print(device_summary(d)); print(torch.__version__); "
+    "d = pick_device(); n = torch.cuda.device_count() if d.type == 'cuda' else 1; "
+    "print(n); print(device_summary(d)); print(torch.__version__); "
     "print(platform.python_version())"
 )
 
 
 def recording_path(c: Chapter, kind: str, model: str | None = None) -> Path:
-    """``output.cpu.txt``、``output.cuda.txt``；换了模型时 ``output.cuda.qwen3-0.6b-shape.txt``。"""
+    """``output.cpu.txt``、``output.cuda.txt``；换了模型时 ``output.cuda.qwen3-0.6b-shape.txt``；
+    两块 GPU 上 tp=2 的录制 ``kind`` 是 ``cuda.tp2``，文件是 ``output.cuda.tp2.txt``。"""
     suffix = f".{Path(model).name}" if model else ""
     return c.dir / f"output.{kind}{suffix}.txt"
 
 
-def record(n: int, device: str, model: str | None = None) -> Path:
-    """录制第 n 章的 main。``model``：换一个模型（``MINISGL_MODEL``），另存一份录制。"""
+def record(n: int, device: str, model: str | None = None, tp: int = 0) -> Path:
+    """录制第 n 章的 main。``model``：换一个模型（``MINISGL_MODEL``），另存一份录制；
+    ``tp``：多 rank 章节的 rank 数（``MINISGL_TP``），要求有这么多块 GPU，另存一份录制。"""
+    if tp and not device.startswith("cuda"):
+        raise StepsError("--tp 只用于 GPU 上的录制（CPU 上的多 rank 已经在默认的录制里）")
     c = get_chapter(n)
     if c.model:  # 不加载模型的章节不需要生成模型（GPU 机器上也许没有生成所需的包）
         _ensure_models()
@@ -657,14 +680,18 @@ def record(n: int, device: str, model: str | None = None) -> Path:
         )
         if probe.returncode != 0:
             raise StepsError(f"无法探测设备 {device}：\n{probe.stderr}")
-        dev, torch_version, py_version = probe.stdout.strip().splitlines()[-3:]
-        code, output = run_main(n, root, device, model=model)
+        gpus, dev, torch_version, py_version = probe.stdout.strip().splitlines()[-4:]
+        if tp and int(gpus) < tp:
+            raise StepsError(f"tp={tp} 的录制要 {tp} 块 GPU，这里只有 {gpus} 块")
+        if tp:
+            dev = f"{tp} × {dev}"
+        code, output = run_main(n, root, device, model=model, tp=tp)
         if code != 0:
             raise StepsError(f"第 {n} 章的 main 在 {device} 上失败：\n{output[-4000:]}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     header = {
-        "命令": f"python chapters/{c.dir.name}/{c.main.name}",
+        "命令": f"{f'MINISGL_TP={tp} ' if tp else ''}python chapters/{c.dir.name}/{c.main.name}",
         "设备": dev,
         "模型": model or c.model or "（本章不加载模型）",
         "torch": torch_version,
@@ -672,6 +699,7 @@ def record(n: int, device: str, model: str | None = None) -> Path:
         "日期": datetime.date.today().isoformat(),
     }
     kind = "cpu" if device == "cpu" else "cuda" if device.startswith("cuda") else device
+    kind += f".tp{tp}" if tp else ""
     path = recording_path(c, kind, model)
     head = "".join(f"# {k}：{header[k]}\n" for k in _HEADER_KEYS)
     path.write_text(f"{head}{_HEADER_END}\n{output.rstrip()}\n", encoding="utf-8")
@@ -721,6 +749,8 @@ def diff(n: int) -> str:
 
 
 def _parse_chapter(s: str) -> int:
+    if s == "demo":
+        return demo_chapter()
     return latest_chapter() if s == "latest" else int(s)
 
 
@@ -740,6 +770,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("n", type=_parse_chapter)
     r.add_argument("--device", default="cpu")
     r.add_argument("--model", help="换一个模型录制（另存为 output.<设备>.<模型名>.txt）")
+    r.add_argument("--tp", type=int, default=0, help="多 rank 章节用几块 GPU（另存为 .tp<N>）")
     r.add_argument("--verify", action="store_true", help="只比较 CPU 录制是否最新")
     sub.add_parser("run", help="用完整的包运行某章的 main").add_argument("n", type=_parse_chapter)
     args = p.parse_args(argv)
@@ -766,7 +797,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "record":
             if args.verify:
                 return 0 if check([args.n]) else 1
-            print(f"已写入 {record(args.n, args.device, args.model).relative_to(REPO)}")
+            print(f"已写入 {record(args.n, args.device, args.model, args.tp).relative_to(REPO)}")
         elif args.cmd == "run":
             ch = get_chapter(args.n)
             env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")

@@ -7,7 +7,7 @@
 # 对齐"这一步收了几条"，各 rank 再各取这么多条。这一章在调度器里接上 ZMQ，用两个 CPU 进程
 # （gloo）跑通它。
 #
-# 在仓库根目录运行：`python chapters/14-multirank/main.py`。
+# 在仓库根目录运行：`python chapters/14-multirank/main.py`（`MINISGL_TP=4` 换成 4 个 rank）。
 
 # %%
 from __future__ import annotations
@@ -28,8 +28,9 @@ from minisgl.scheduler import SchedulerConfig, run_scheduler
 from minisgl.utils import ZmqPullQueue, ZmqPushQueue
 
 MODEL = "models/tiny-qwen3"
-# 两个 rank：有两块 GPU 就各用一块（NCCL），否则都在 CPU 上（gloo）
-rank_device = "cuda" if torch.cuda.device_count() >= 2 else "cpu"
+TP = int(os.environ.get("MINISGL_TP", "2"))
+# 默认两个 rank：GPU 够数就各用一块（NCCL），否则都在 CPU 上（gloo）
+rank_device = "cuda" if torch.cuda.device_count() >= TP else "cpu"
 folder = tempfile.mkdtemp(prefix="m14-", dir="/tmp")  # ipc 路径要短：见第 12 章
 config = SchedulerConfig(
     MODEL,
@@ -40,7 +41,7 @@ config = SchedulerConfig(
     zmq_detokenizer_addr=f"ipc://{folder}/detok",
     zmq_broadcast_addr=f"ipc://{folder}/bcast",
 )
-print("两个 rank 在", rank_device, "上")
+print(f"{TP} 个 rank 在", rank_device, "上")
 
 # %% [markdown]
 # ## 1. 先发请求，再等 rank 起来
@@ -58,7 +59,7 @@ params = SamplingParams(max_tokens=8, ignore_eos=True)
 results: list = []
 os.environ["MINISGL_LOG_LEVEL"] = "WARNING"  # 两个 rank 的日志交错的先后每次都不同：只留警告和错误
 ranks = threading.Thread(
-    target=lambda: results.extend(spawn_ranks(run_scheduler, 2, (config,), device=rank_device))
+    target=lambda: results.extend(spawn_ranks(run_scheduler, TP, (config,), device=rank_device))
 )
 t0 = time.perf_counter()
 ranks.start()
@@ -88,10 +89,12 @@ detok.stop()
 # 每一步都做了同样的事。
 
 # %%
-(digest0, steps0), (digest1, steps1) = results
-print(f"rank 0 摘要 {digest0[:12]}，rank 1 摘要 {digest1[:12]}，相同: {digest0 == digest1}")
-print(f"共 {len(steps0)} 步，前 3 步（两个 rank 相同: {steps0 == steps1}）:")
-for step in steps0[:3]:
+digests = [digest for digest, _ in results]
+traces = [trace for _, trace in results]
+print("，".join(f"rank {r} 摘要 {d[:12]}" for r, d in enumerate(digests)), end="")
+print(f"，相同: {len(set(digests)) == 1}")
+print(f"共 {len(traces[0])} 步，前 3 步（各 rank 相同: {all(t == traces[0] for t in traces)}）:")
+for step in traces[0][:3]:
     print("  ", step)
 
 # %% [markdown]
@@ -101,5 +104,5 @@ for step in steps0[:3]:
 llm = LLM(MODEL, device="cpu", dtype=torch.float32, num_pages=256, max_seq_len=128)
 single = [o.token_ids for o in llm.generate(prompts, params)]
 llm.shutdown()
-print("tp=2 == tp=1:", [tokens[uid] for uid in range(len(prompts))] == single)
+print(f"tp={TP} == tp=1:", [tokens[uid] for uid in range(len(prompts))] == single)
 shutil.rmtree(folder, ignore_errors=True)  # socket 文件在各自 stop() 时已经删掉了

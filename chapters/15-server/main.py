@@ -6,7 +6,8 @@
 # 用官方的 `openai` 客户端对话（非流式、流式、多轮），同时发 8 个请求看连续批处理，发一个坏请求
 # 看 400，最后像按 Ctrl-C 一样关掉它，确认没有留下任何进程和 socket 文件。
 #
-# 在仓库根目录运行：`python chapters/15-server/main.py`。服务本身：
+# 在仓库根目录运行：`python chapters/15-server/main.py`（`MINISGL_TP=2` 让服务用两个调度器
+# rank，即 `--tp 2`）。服务本身：
 # `python -m minisgl --model models/tiny-qwen3`（`--shell` 则在终端里直接对话）。
 
 # %%
@@ -15,6 +16,7 @@ from __future__ import annotations
 import atexit
 import glob
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -30,12 +32,14 @@ from openai import OpenAI
 from minisgl.engine import has_weight_files
 
 MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
+TP = int(os.environ.get("MINISGL_TP", "1"))
 with socket.socket() as s:  # 让内核挑一个空闲端口
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
 log = tempfile.NamedTemporaryFile("w+", prefix="minisgl-ch15-", suffix=".log", delete=False)
 cmd = [sys.executable, "-m", "minisgl", "--model", MODEL, "--dtype", "float32"]
 cmd += ["--port", str(port), "--num-pages", "4096", "--max-seq-len-override", "1024"]
+cmd += ["--tp", str(TP)]
 if not has_weight_files(MODEL):  # 只有配置的 qwen3-0.6b-shape：按真实形状填随机权重
     cmd.append("--dummy-weights")
 # 新的会话（进程组）：最后可以把服务和它的子进程当成一组来检查、来收拾
@@ -164,7 +168,39 @@ bad = httpx.post(
 print("JSON 不完整:", bad.status_code, bad.json()["error"]["message"])
 
 # %% [markdown]
-# ## 6. 像 Ctrl-C 一样关掉
+# ## 6. 客户端中途断开
+#
+# 流式请求读了几段就断开。API Server 写下一段时发现连接断了，给调度器发中止；调度器释放这个
+# 请求的 KV 页和请求表的行。每个调度器 rank 从"有活"变成"没活"时在日志里报一次自己的账目：
+# 张量并行时每个 rank 各有一个 KV 池（存自己那几个 KV 头），每个都要还回来。
+
+
+# %%
+def kv_reports(text: str, when: str) -> dict[int, tuple[str, str]]:
+    """日志里每个 rank 最近一次 ``when``（ready 或 idle）时的（可用 KV 页，空闲行）。"""
+    line = rf"(?:\|rank=(\d+))?\] INFO +{when}: KV pages available (\S+) .*free rows (\S+)"
+    return {int(m[1] or 0): (m[2], m[3]) for m in re.finditer(line, text)}
+
+
+before = len(open(log.name).read())
+body = {"model": "tiny", "messages": [{"role": "user", "content": "讲个长故事。"}]}
+body.update(max_tokens=900, stream=True, ignore_eos=True)
+with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=60) as r:
+    events = [line for _, line in zip(range(3), (x for x in r.iter_lines() if x))]
+print(f"读了 {len(events)} 段就断开")
+t0 = time.time()
+while len(kv_reports(open(log.name).read()[before:], "idle")) < TP and time.time() - t0 < 60:
+    time.sleep(0.1)
+text = open(log.name).read()
+ready, idle = kv_reports(text, "ready"), kv_reports(text[before:], "idle")
+print("服务端中止了这个请求:", "Aborting request" in text[before:])
+for rank in range(TP):
+    (pages, rows), after = ready[rank], idle.get(rank, ("?", "?"))
+    print(f"  rank {rank}：启动时可用页 {pages}、空闲行 {rows}；", end="")
+    print(f"断开后 {after[0]}、{after[1]}，全部还回来了: {after == (pages, rows)}")
+
+# %% [markdown]
+# ## 7. 像 Ctrl-C 一样关掉
 #
 # 给主进程发 SIGINT。启动器先停掉 HTTP 服务，再让调度器收到 `ExitMsg` 自己退出，tokenizer
 # 收到 SIGTERM 后关掉自己的 socket 退出，最后确认没有残留的 ipc socket 文件。

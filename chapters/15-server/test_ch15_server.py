@@ -312,6 +312,12 @@ def kv_after_abort(server: Server, uid: int) -> tuple[int, int]:
     return int(idle.group(2)), int(idle.group(5))
 
 
+def kv_by_rank(text: str, when: str) -> dict[int, tuple[int, int]]:
+    """每个 rank 最近一次 ``when`` 时的（可用页，空闲行）；tp=1 时日志行不带 rank，记作 0。"""
+    line = re.compile(r"(?:\|rank=(\d+))?\] INFO +" + KV_LINE.pattern)
+    return {int(m[1] or 0): (int(m[3]), int(m[6])) for m in line.finditer(text) if m[2] == when}
+
+
 def sse_events_lazy(resp: httpx.Response) -> Iterator[str]:
     for line in resp.iter_lines():
         if line.startswith("data: "):
@@ -423,6 +429,24 @@ def test_tp2_server_end_to_end(tiny_model: Path, tmp_path: Path, hf_reference: A
                 pool.map(lambda _: srv.chat(messages=CHAT, max_tokens=16, temperature=0), range(4))
             )
         assert [r.json()["choices"][0]["message"]["content"] for r in resps] == [want] * 4
+
+        # 客户端中途断开：两个 rank 各自的 KV 池和请求表都要还回来
+        ready = kv_by_rank(srv.log_text(), "ready")
+        assert sorted(ready) == [0, 1] and ready[0] == ready[1] == (NUM_PAGES, MAX_RUNNING)
+        before = len(srv.log_text())
+        body = {"model": "tiny", "prompt": "Tell me a long story.", "max_tokens": 480}
+        body.update(stream=True, ignore_eos=True)
+        with httpx.stream("POST", srv.url("/v1/chat/completions"), json=body, timeout=60) as r:
+            for i, _ in enumerate(sse_events_lazy(r)):
+                if i >= 3:
+                    break
+        wait_for(
+            lambda: len(kv_by_rank(srv.log_text()[before:], "idle")) == 2,
+            60,
+            "both ranks to report an idle KV pool",
+        )
+        assert "Aborting request" in srv.log_text()[before:]
+        assert kv_by_rank(srv.log_text()[before:], "idle") == ready
         pids = [k.pid for k in kids]
         srv.proc.send_signal(signal.SIGTERM)
         assert srv.proc.wait(timeout=60) == 0

@@ -98,7 +98,7 @@ class ServingScheduler(Scheduler):
 
     def report_kv(self, when: str) -> None:
         cache = self.cache
-        kv_logger.info_rank0(
+        kv_logger.info(  # 每个 rank 报自己的池子：张量并行时每个 rank 都要还回来
             f"{when}: KV pages available {cache.available_pages}/{cache.num_pages} "
             f"({cache.num_free_pages} free), free rows {self.table.num_free}/"
             f"{self.config.max_running_reqs}"
@@ -162,8 +162,8 @@ def _run_scheduler(args: ServerArgs, ack_queue: Any) -> None:
         scheduler = ServingScheduler(args)
         try:
             scheduler.sync_all_ranks()  # 所有 rank 都初始化完（包括广播的订阅）再开始
+            scheduler.report_kv("ready")
             if args.tp_info.is_primary():
-                scheduler.report_kv("ready")
                 # >> ch16
                 scheduler.publish_stats(force=True)
                 # << ch16

@@ -225,6 +225,11 @@ def test_template_check_rejects_wrong_order_and_missing_parts() -> None:
             "output cuda qwen3-0.6b-shape",
             Directive("output", kind="cuda", path="qwen3-0.6b-shape"),
         ),
+        ("output cuda tp2", Directive("output", kind="cuda.tp2")),
+        (
+            "output cuda tp2 qwen3-0.6b-shape",
+            Directive("output", kind="cuda.tp2", path="qwen3-0.6b-shape"),
+        ),
         ("excerpt minisgl/env.py", Directive("excerpt", path="minisgl/env.py")),
         (
             "excerpt minisgl/utils/registry.py · Registry.register",
@@ -246,6 +251,7 @@ def test_parse_directive(body: str, expected: Directive) -> None:
         ("file", "未知的指令"),
         ("files extra", "不带参数"),
         ("output gpu", "cpu 或 cuda"),
+        ("output cpu tp2", "cpu 或 cuda"),  # 没有 GPU 时多 rank 的录制就是默认的 CPU 录制
         ("excerpt", "写法"),
         ("excerpt env.py", "minisgl/"),
         ("excerpt minisgl/env.py ·", "写法"),

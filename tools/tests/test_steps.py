@@ -264,3 +264,20 @@ def test_recording_header_and_normalization(repo: Path) -> None:
     assert header["设备"] == "v" and body == "用时 1.25s，3 毫秒\n"
     assert steps.normalize(body, []) == steps.normalize("用时 9.5 s，12 毫秒", [])
     assert steps.normalize("内存 3.2 GiB", [r"\d+\.\d GiB"]) == "内存 <…>"
+
+
+def test_tp_recordings_have_their_own_file_and_need_gpus(repo: Path) -> None:
+    c = steps.get_chapter(1)
+    assert steps.recording_path(c, "cuda.tp2").name == "output.cuda.tp2.txt"
+    got = steps.recording_path(c, "cuda.tp2", "models/qwen3-0.6b-shape").name
+    assert got == "output.cuda.tp2.qwen3-0.6b-shape.txt"
+    with pytest.raises(StepsError, match="只用于 GPU"):
+        steps.record(1, "cpu", tp=2)
+
+
+def test_demo_is_the_last_chapter_marked_demo(repo: Path) -> None:
+    assert steps._parse_chapter("demo") == steps._parse_chapter("latest") == 3  # 没有标记时
+    toml = repo / "chapters/02-two/chapter.toml"
+    toml.write_text(toml.read_text(encoding="utf-8") + "demo = true\n", encoding="utf-8")
+    steps.reset_caches()
+    assert steps._parse_chapter("demo") == 2 and steps.latest_chapter() == 3
