@@ -22,6 +22,12 @@ def current_step() -> int:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # 第 18 章：没有 GPU 时 Triton 只能解释执行，而这个开关只在第一次导入 triton 时生效——
+    # 在任何测试（或者它们导入的库）碰到 triton 之前打开
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     root = os.environ.get("MINISGL_SLICE_ROOT")
     if root:
         import minisgl

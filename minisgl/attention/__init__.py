@@ -53,10 +53,31 @@ def create_native_backend(
     return NativeAttnBackend(kv_cache, page_table)
 
 
+# >> ch18
+from .triton_attn import TRITON_AVAILABLE, TritonAttnBackend, TritonAttnMetadata
+
+__all__ += ["TRITON_AVAILABLE", "TritonAttnBackend", "TritonAttnMetadata"]
+
+
+@SUPPORTED_ATTENTION_BACKENDS.register("triton")
+def create_triton_backend(
+    config: ModelConfig, kv_cache: BaseKVCachePool, page_table: torch.Tensor
+) -> BaseAttnBackend:
+    return TritonAttnBackend(kv_cache, page_table)
+
+
+# << ch18
 def create_attention_backend(
     name: str, config: ModelConfig, kv_cache: BaseKVCachePool, page_table: torch.Tensor
 ) -> BaseAttnBackend:
-    """按名字建后端。``auto`` 选当前设备上最好的那个——现在只有 ``torch`` 一个。"""
+    # ~~ ch04 < ch18
+    # ~ """按名字建后端。``auto`` 选当前设备上最好的那个——现在只有 ``torch`` 一个。"""
+    # ~ if name == "auto":
+    # ~     name = "torch"
+    # ~~
+    # >> ch18
+    """按名字建后端。``auto``：CUDA 上装了 triton 就用 ``triton``，否则用 ``torch``。"""
     if name == "auto":
-        name = "torch"
+        name = "triton" if TRITON_AVAILABLE and page_table.device.type == "cuda" else "torch"
+    # << ch18
     return SUPPORTED_ATTENTION_BACKENDS.get(name)(config, kv_cache, page_table)

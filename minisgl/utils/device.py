@@ -341,3 +341,18 @@ def device_summary(device: DeviceLike) -> str:
     if device.type == "mps":
         return f"mps · Apple {platform.machine()} · 统一内存 {memory}"
     return f"cpu · {_cpu_name()} · {os.cpu_count()} 核 · 内存 {memory}"
+
+
+# >> ch18
+def use_triton_interpreter_without_gpu() -> None:
+    """没有 CUDA 时让 Triton 用解释器：kernel 在 CPU 张量上逐条执行（测试用）。
+
+    这个开关（环境变量 ``TRITON_INTERPRET``）只在导入 triton 的那一刻生效，所以要在第一次
+    ``import triton`` 之前调用；用户自己设了这个变量时不改它。
+    """
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+__all__ += ["use_triton_interpreter_without_gpu"]
+# << ch18

@@ -1,0 +1,368 @@
+"""Triton 后端：在分页的 KV 池上算注意力的两个 kernel，外加把它们接进引擎的 ``TritonAttnBackend``。
+
+第 4 章的原生后端按请求逐个循环，每个请求先把自己的 K/V 从池子里"收集"成一块连续的张量，再调用
+``scaled_dot_product_attention``。收集本身就要把 K/V 读一遍、写一遍，还要为每个请求启动
+好几个小 kernel。
+这里的 kernel 直接**按页表去池子里读**：第 ``pos`` 个 token 的 K/V 在槽位 ``page_table[行, pos]``，
+读进寄存器就算，不落地。页表存的是槽位而不是页号，所以 kernel 根本不需要知道页大小。
+
+- ``extend_attention``（prefill / extend，一批里长短不一、可以带缓存的前缀）：网格是
+  ``(请求数, q 头数, 新 token 按 BLOCK_M 分块)``。每个程序拿一块 q，沿 K/V 方向按 BLOCK_N
+  分块扫过去，
+  用 online softmax（随时维护行最大值 m、分母 l、加权和 acc）一边读一边累加；因果掩码按**位置**算：
+  位置 ``cached + j`` 的 q 只看位置 ``<= cached + j`` 的 K/V。新 token 的 K/V 已经先写进池子，
+  所以前缀和新 token 一视同仁，都从池子里读。
+- ``decode_attention``（每个请求 1 个新 token）：q 只有一行，一个请求一个程序的话，bs=1 时整块 GPU
+  只有几个程序在干活。所以把每个请求的 K/V 再切成 ``NUM_SPLITS`` 段（split-K），每段各算出一个局部的
+  (输出, log-sum-exp)，第二个小 kernel 按 lse 加权合并。一个 KV 头带着它的整组 q 头（GQA）一起算，
+  K/V 只读一次。段数固定、每段多长按请求自己的长度在 kernel 里算，网格形状只取决于批大小——
+  CUDA Graph 能捕获它。
+
+没有装 triton 时这个模块照样能导入（``triton`` 是可选依赖），只是 ``TRITON_AVAILABLE`` 为 False，
+后端不会被选中。没有 GPU 的机器上，同样的 kernel 由 Triton 的解释器逐条执行（张量在 CPU 上）：
+慢，但算的是同一段代码，CI 里没有 GPU 也能测 kernel 本身。
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from minisgl.utils.device import use_triton_interpreter_without_gpu
+
+from .base import BaseAttnBackend, BaseAttnMetadata
+from .utils import to_device
+
+if TYPE_CHECKING:
+    from minisgl.core import Batch
+    from minisgl.kvcache import BaseKVCachePool
+
+__all__ = [
+    "TRITON_AVAILABLE",
+    "TritonAttnBackend",
+    "TritonAttnMetadata",
+    "decode_attention",
+    "extend_attention",
+]
+
+use_triton_interpreter_without_gpu()  # 必须在导入 triton 之前
+try:
+    import triton
+    import triton.language as tl
+
+    TRITON_AVAILABLE = True
+except ImportError:  # 可选依赖：没有它就只有原生后端
+    TRITON_AVAILABLE = False
+
+BLOCK_M, BLOCK_N = 32, 32  # q 块、K/V 块的大小；tl.dot 要求每一维至少 16
+NUM_SPLITS = 8  # decode 时每个请求的 K/V 切成几段
+
+
+if TRITON_AVAILABLE:
+
+    @triton.jit
+    def _extend_kernel(
+        Q, K, V, OUT, PT, ROWS, CU_Q, CACHED,
+        stride_qt, stride_qh, stride_kt, stride_kh, stride_ot, stride_oh, stride_pt,
+        sm_scale,
+        GROUP: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+        IEEE: tl.constexpr,
+    ):  # fmt: skip
+        b = tl.program_id(0)
+        h = tl.program_id(1)
+        mb = tl.program_id(2)
+        q_start = tl.load(CU_Q + b)
+        extend_len = tl.load(CU_Q + b + 1) - q_start
+        if mb * BLOCK_M >= extend_len:
+            return
+        cached = tl.load(CACHED + b)
+        row = tl.load(ROWS + b).to(tl.int64)
+        kvh = h // GROUP
+        offs_m = mb * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_d = tl.arange(0, D)
+        m_mask = offs_m < extend_len
+        tok = (q_start + offs_m).to(tl.int64)
+        q_ptrs = Q + tok[:, None] * stride_qt + h * stride_qh + offs_d[None, :]
+        q = tl.load(q_ptrs, mask=m_mask[:, None])
+        pos_q = cached + offs_m  # 每个 q 的位置：能看到位置 0..pos_q 的 K/V
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, D], tl.float32)
+        kv_end = tl.minimum(cached + extend_len, cached + (mb + 1) * BLOCK_M)
+        for n in range(0, kv_end, BLOCK_N):
+            offs_n = n + tl.arange(0, BLOCK_N)
+            n_mask = offs_n < kv_end
+            slot = tl.load(PT + row * stride_pt + offs_n, mask=n_mask, other=0).to(tl.int64)
+            k = tl.load(K + slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
+                        mask=n_mask[:, None], other=0.0)  # fmt: skip
+            if IEEE:
+                s = tl.dot(q, tl.trans(k), input_precision="ieee")
+            else:
+                s = tl.dot(q, tl.trans(k))
+            s = s * sm_scale
+            visible = (offs_n[None, :] <= pos_q[:, None]) & n_mask[None, :]
+            s = tl.where(visible, s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            # 一整行都看不到（只会出现在补齐的行上）：m_new 还是 -inf，用 0 代替免得 nan
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            p = tl.exp(s - m_safe[:, None])
+            alpha = tl.exp(m_i - m_safe)
+            v = tl.load(V + slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
+                        mask=n_mask[:, None], other=0.0)  # fmt: skip
+            l_i = l_i * alpha + tl.sum(p, 1)
+            if IEEE:
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
+            else:
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+        out = acc / l_i[:, None]
+        tl.store(OUT + tok[:, None] * stride_ot + h * stride_oh + offs_d[None, :],
+                 out.to(OUT.dtype.element_ty), mask=m_mask[:, None])  # fmt: skip
+
+    @triton.jit
+    def _decode_partial_kernel(
+        Q, K, V, PT, ROWS, LENS, O_PART, LSE_PART,
+        stride_qb, stride_qh, stride_kt, stride_kh, stride_pt,
+        stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
+        sm_scale,
+        GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
+        NUM_SPLITS: tl.constexpr, IEEE: tl.constexpr,
+    ):  # fmt: skip
+        b = tl.program_id(0)
+        kvh = tl.program_id(1)
+        split = tl.program_id(2)
+        kv_len = tl.load(LENS + b)
+        row = tl.load(ROWS + b).to(tl.int64)
+        # 每段的长度按这个请求自己的长度算，再取 BLOCK_N 的整数倍：网格固定（CUDA Graph
+        # 要求），工作量仍然均匀
+        per_split = tl.cdiv(tl.cdiv(kv_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+        start = split * per_split
+        end = tl.minimum(start + per_split, kv_len)
+        offs_g = tl.arange(0, GROUP_PAD)
+        offs_d = tl.arange(0, D)
+        g_mask = offs_g < GROUP
+        heads = kvh * GROUP + offs_g
+        q = tl.load(Q + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],
+                    mask=g_mask[:, None], other=0.0)  # fmt: skip
+        m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
+        l_i = tl.zeros([GROUP_PAD], tl.float32)
+        acc = tl.zeros([GROUP_PAD, D], tl.float32)
+        for n in range(start, end, BLOCK_N):
+            offs_n = n + tl.arange(0, BLOCK_N)
+            n_mask = offs_n < end
+            slot = tl.load(PT + row * stride_pt + offs_n, mask=n_mask, other=0).to(tl.int64)
+            k = tl.load(K + slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
+                        mask=n_mask[:, None], other=0.0)  # fmt: skip
+            if IEEE:
+                s = tl.dot(q, tl.trans(k), input_precision="ieee")
+            else:
+                s = tl.dot(q, tl.trans(k))
+            s = tl.where(n_mask[None, :], s * sm_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            p = tl.exp(s - m_new[:, None])
+            alpha = tl.exp(m_i - m_new)
+            v = tl.load(V + slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
+                        mask=n_mask[:, None], other=0.0)  # fmt: skip
+            l_i = l_i * alpha + tl.sum(p, 1)
+            if IEEE:
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
+            else:
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+        empty = end <= start
+        out = tl.where(empty, 0.0, acc / tl.where(l_i == 0, 1.0, l_i)[:, None])
+        lse = tl.where(empty, float("-inf"), m_i + tl.log(tl.where(l_i == 0, 1.0, l_i)))
+        tl.store(O_PART + b * stride_ob + heads[:, None] * stride_oh + split * stride_os
+                 + offs_d[None, :], out, mask=g_mask[:, None])  # fmt: skip
+        tl.store(LSE_PART + b * stride_lb + heads * stride_lh + split, lse, mask=g_mask)
+
+    @triton.jit
+    def _decode_reduce_kernel(
+        O_PART, LSE_PART, OUT,
+        stride_ob, stride_oh, stride_os, stride_lb, stride_lh, stride_fb, stride_fh,
+        D: tl.constexpr, NUM_SPLITS: tl.constexpr,
+    ):  # fmt: skip
+        b = tl.program_id(0)
+        h = tl.program_id(1)
+        offs_s = tl.arange(0, NUM_SPLITS)
+        offs_d = tl.arange(0, D)
+        lse = tl.load(LSE_PART + b * stride_lb + h * stride_lh + offs_s)
+        m = tl.max(lse, 0)
+        w = tl.exp(lse - m)  # 空的 split：lse = -inf，权重 0
+        part = tl.load(O_PART + b * stride_ob + h * stride_oh + offs_s[:, None] * stride_os
+                       + offs_d[None, :])  # fmt: skip
+        out = tl.sum(part * w[:, None], 0) / tl.sum(w, 0)
+        tl.store(OUT + b * stride_fb + h * stride_fh + offs_d, out.to(OUT.dtype.element_ty))
+
+
+def _ieee(dtype: torch.dtype) -> bool:
+    # float32 时要求 tl.dot 按 IEEE 算：默认的 TF32 只有 10 位尾数，和原生后端逐 token 比较会不一样
+    return dtype == torch.float32
+
+
+def extend_attention(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    page_table: torch.Tensor,
+    rows: torch.Tensor,
+    cu_q: torch.Tensor,
+    cached: torch.Tensor,
+    max_extend: int,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``q``: ``(T, Hq, D)``，T 个新 token 按请求首尾相接；``k_pool``、``v_pool``:
+    ``(槽位数, Hkv, D)``。第 i 个请求的新 token 是 ``q[cu_q[i]:cu_q[i+1]]``，位置从 ``cached[i]``
+    开始，页表行号 ``rows[i]``。"""
+    _, num_q_heads, head_dim = q.shape
+    out = torch.empty_like(q) if out is None else out  # 测试传进一块填满 nan 的：没写到的位置露馅
+    grid = (rows.shape[0], num_q_heads, triton.cdiv(max_extend, BLOCK_M))
+    _extend_kernel[grid](
+        q, k_pool, v_pool, out, page_table, rows, cu_q, cached,
+        q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1),
+        out.stride(0), out.stride(1), page_table.stride(0),
+        1.0 / math.sqrt(head_dim),
+        GROUP=num_q_heads // k_pool.shape[1], D=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+        IEEE=_ieee(q.dtype),
+    )  # fmt: skip
+    return out
+
+
+def decode_attention(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    page_table: torch.Tensor,
+    rows: torch.Tensor,
+    kv_lens: torch.Tensor,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``q``: ``(bs, Hq, D)``，每个请求 1 个新 token；它看自己的前 ``kv_lens[i]`` 个 K/V。"""
+    bs, num_q_heads, head_dim = q.shape
+    num_kv_heads = k_pool.shape[1]
+    group = num_q_heads // num_kv_heads
+    # 局部结果用 float32 存：合并时要的是精度，这两块缓冲区也很小（bs × Hq × 段数）
+    f32 = dict(dtype=torch.float32, device=q.device)
+    partial = torch.empty(bs, num_q_heads, NUM_SPLITS, head_dim, **f32)
+    lse = torch.empty(bs, num_q_heads, NUM_SPLITS, **f32)
+    _decode_partial_kernel[(bs, num_kv_heads, NUM_SPLITS)](
+        q, k_pool, v_pool, page_table, rows, kv_lens, partial, lse,
+        q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1), page_table.stride(0),
+        partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
+        1.0 / math.sqrt(head_dim),
+        GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), D=head_dim,
+        BLOCK_N=BLOCK_N, NUM_SPLITS=NUM_SPLITS, IEEE=_ieee(q.dtype),
+    )  # fmt: skip
+    out = torch.empty_like(q) if out is None else out
+    _decode_reduce_kernel[(bs, num_q_heads)](
+        partial, lse, out,
+        partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
+        out.stride(0), out.stride(1),
+        D=head_dim, NUM_SPLITS=NUM_SPLITS,
+    )  # fmt: skip
+    return out
+
+
+# ---------------------------------------------------------------- 接进引擎
+
+
+@dataclass
+class TritonAttnMetadata(BaseAttnMetadata):
+    """一个批次的元数据：几个 ``(bs,)`` 的小整数张量，在设备上。不按请求保存任何 Python 对象，
+    kernel 要的东西全在这里；CUDA Graph 用的是同一个类，字段指向固定地址的缓冲区。"""
+
+    rows: torch.Tensor  # (bs,) int32：页表的行
+    cu_q: torch.Tensor  # (bs + 1,) int32：新 token 的前缀和
+    cached: torch.Tensor  # (bs,) int32：已经在池子里的 token 数（新 token 从这个位置开始）
+    kv_lens: torch.Tensor  # (bs,) int32：这一步之后的 token 数 = cached + 新 token 数
+    max_extend: int  # 最长的新 token 数（extend 网格的第三维）
+    is_decode: bool  # 每个请求恰好 1 个新 token：走 split-K 的 decode kernel
+
+    def get_last_indices(self, bs: int) -> torch.Tensor:
+        return (self.cu_q[1 : bs + 1] - 1).long()
+
+
+class TritonAttnBackend(BaseAttnBackend):
+    """``--attention-backend triton``；CUDA 上装了 triton 时 ``auto`` 选它。"""
+
+    def __init__(self, kv_cache: BaseKVCachePool, page_table: torch.Tensor) -> None:
+        if not TRITON_AVAILABLE:
+            raise RuntimeError("the triton attention backend needs the 'triton' package")
+        self.kv_cache = kv_cache
+        self.page_table = page_table
+
+    def prepare_metadata(self, batch: Batch) -> None:
+        reqs = batch.reqs
+        extend = [r.extend_len for r in reqs]
+        cu = [0]
+        for n in extend:
+            cu.append(cu[-1] + n)
+        # 四个小张量先在主机上拼成一块，一次拷到设备上，再切开
+        host = torch.tensor(
+            [r.table_idx for r in reqs] + cu + [r.cached_len for r in reqs]
+            + [r.device_len for r in reqs],
+            dtype=torch.int32,
+        )  # fmt: skip
+        dev = to_device(host, self.page_table.device)
+        bs = len(reqs)
+        batch.attn_metadata = TritonAttnMetadata(
+            rows=dev[:bs],
+            cu_q=dev[bs : 2 * bs + 1],
+            cached=dev[2 * bs + 1 : 3 * bs + 1],
+            kv_lens=dev[3 * bs + 1 :],
+            max_extend=max(extend),
+            is_decode=all(n == 1 for n in extend),
+        )
+
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: Batch
+    ) -> torch.Tensor:
+        meta = batch.attn_metadata
+        if not isinstance(meta, TritonAttnMetadata):
+            raise TypeError(f"expected TritonAttnMetadata, got {type(meta).__name__}")
+        self.kv_cache.store_kv(k, v, batch.out_loc, layer_id)  # 先写后读：新 token 看得到自己
+        k_pool = self.kv_cache.k_cache(layer_id).flatten(0, 1)  # (槽位数, Hkv, D)，不拷贝
+        v_pool = self.kv_cache.v_cache(layer_id).flatten(0, 1)
+        if meta.is_decode:
+            return decode_attention(q, k_pool, v_pool, self.page_table, meta.rows, meta.kv_lens)
+        return extend_attention(
+            q, k_pool, v_pool, self.page_table, meta.rows, meta.cu_q, meta.cached, meta.max_extend
+        )
+
+    # ------------------------------------------------------------ CUDA Graph（第 7 章的三个钩子）
+
+    def make_graph_metadata(self, max_bs: int) -> TritonAttnMetadata:
+        device = self.page_table.device
+        zeros = torch.zeros(max_bs, dtype=torch.int32, device=device)
+        return TritonAttnMetadata(
+            rows=zeros.clone(),
+            cu_q=torch.arange(max_bs + 1, dtype=torch.int32, device=device),
+            cached=zeros.clone(),
+            kv_lens=torch.ones(max_bs, dtype=torch.int32, device=device),
+            max_extend=1,
+            is_decode=True,
+        )
+
+    def fill_graph_metadata(
+        self, meta: TritonAttnMetadata, batch: Batch, padded_bs: int, dummy_slot: int
+    ) -> None:
+        """只拷两个 ``(bs,)`` 的小张量（原生后端要拷整行页表）。补齐的假请求读第 0 行的 1 个槽位：
+        读什么都无所谓，它的输出会被丢掉，只要地址合法。"""
+        bs = batch.size
+        host = torch.tensor(
+            [r.table_idx for r in batch.reqs] + [r.device_len for r in batch.reqs],
+            dtype=torch.int32,
+        )
+        dev = to_device(host, self.page_table.device)
+        meta.rows[:bs].copy_(dev[:bs])
+        meta.kv_lens[:bs].copy_(dev[bs:])
+        meta.rows[bs:padded_bs].fill_(0)
+        meta.kv_lens[bs:padded_bs].fill_(1)
+
+    def reset_graph_metadata(self, meta: TritonAttnMetadata, bs: int, dummy_slot: int) -> None:
+        """捕获之前：前 ``bs`` 行都是只看 1 个槽位的假请求。"""
+        meta.rows[:bs].fill_(0)
+        meta.kv_lens[:bs].fill_(1)
