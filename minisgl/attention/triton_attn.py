@@ -51,151 +51,16 @@ __all__ = [
 use_triton_interpreter_without_gpu()  # 必须在导入 triton 之前
 try:
     import triton
-    import triton.language as tl
+
+    from .triton_kernels import _decode_partial_kernel, _decode_reduce_kernel, _extend_kernel
 
     TRITON_AVAILABLE = True
 except ImportError:  # 可选依赖：没有它就只有原生后端
     TRITON_AVAILABLE = False
 
-BLOCK_M, BLOCK_N = 32, 32  # q 块、K/V 块的大小；tl.dot 要求每一维至少 16
+# q 块、K/V 块的大小；tl.dot 要求每一维至少 16。kernel 本身在 triton_kernels.py
+BLOCK_M, BLOCK_N = 32, 32
 NUM_SPLITS = 8  # decode 时每个请求的 K/V 切成几段
-
-
-if TRITON_AVAILABLE:
-
-    @triton.jit
-    def _extend_kernel(
-        Q, K, V, OUT, PT, ROWS, CU_Q, CACHED,
-        stride_qt, stride_qh, stride_kt, stride_kh, stride_ot, stride_oh, stride_pt,
-        sm_scale,
-        GROUP: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        IEEE: tl.constexpr,
-    ):  # fmt: skip
-        b = tl.program_id(0)
-        h = tl.program_id(1)
-        mb = tl.program_id(2)
-        q_start = tl.load(CU_Q + b)
-        extend_len = tl.load(CU_Q + b + 1) - q_start
-        if mb * BLOCK_M >= extend_len:
-            return
-        cached = tl.load(CACHED + b)
-        row = tl.load(ROWS + b).to(tl.int64)
-        kvh = h // GROUP
-        offs_m = mb * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_d = tl.arange(0, D)
-        m_mask = offs_m < extend_len
-        tok = (q_start + offs_m).to(tl.int64)
-        q_ptrs = Q + tok[:, None] * stride_qt + h * stride_qh + offs_d[None, :]
-        q = tl.load(q_ptrs, mask=m_mask[:, None])
-        pos_q = cached + offs_m  # 每个 q 的位置：能看到位置 0..pos_q 的 K/V
-        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-        l_i = tl.zeros([BLOCK_M], tl.float32)
-        acc = tl.zeros([BLOCK_M, D], tl.float32)
-        kv_end = tl.minimum(cached + extend_len, cached + (mb + 1) * BLOCK_M)
-        for n in range(0, kv_end, BLOCK_N):
-            offs_n = n + tl.arange(0, BLOCK_N)
-            n_mask = offs_n < kv_end
-            slot = tl.load(PT + row * stride_pt + offs_n, mask=n_mask, other=0).to(tl.int64)
-            k = tl.load(K + slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
-                        mask=n_mask[:, None], other=0.0)  # fmt: skip
-            if IEEE:
-                s = tl.dot(q, tl.trans(k), input_precision="ieee")
-            else:
-                s = tl.dot(q, tl.trans(k))
-            s = s * sm_scale
-            visible = (offs_n[None, :] <= pos_q[:, None]) & n_mask[None, :]
-            s = tl.where(visible, s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            # 一整行都看不到（只会出现在补齐的行上）：m_new 还是 -inf，用 0 代替免得 nan
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-            p = tl.exp(s - m_safe[:, None])
-            alpha = tl.exp(m_i - m_safe)
-            v = tl.load(V + slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
-                        mask=n_mask[:, None], other=0.0)  # fmt: skip
-            l_i = l_i * alpha + tl.sum(p, 1)
-            if IEEE:
-                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
-            else:
-                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
-        out = acc / l_i[:, None]
-        tl.store(OUT + tok[:, None] * stride_ot + h * stride_oh + offs_d[None, :],
-                 out.to(OUT.dtype.element_ty), mask=m_mask[:, None])  # fmt: skip
-
-    @triton.jit
-    def _decode_partial_kernel(
-        Q, K, V, PT, ROWS, LENS, O_PART, LSE_PART,
-        stride_qb, stride_qh, stride_kt, stride_kh, stride_pt,
-        stride_ob, stride_oh, stride_os, stride_lb, stride_lh,
-        sm_scale,
-        GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
-        NUM_SPLITS: tl.constexpr, IEEE: tl.constexpr,
-    ):  # fmt: skip
-        b = tl.program_id(0)
-        kvh = tl.program_id(1)
-        split = tl.program_id(2)
-        kv_len = tl.load(LENS + b)
-        row = tl.load(ROWS + b).to(tl.int64)
-        # 每段的长度按这个请求自己的长度算，再取 BLOCK_N 的整数倍：网格固定（CUDA Graph
-        # 要求），工作量仍然均匀
-        per_split = tl.cdiv(tl.cdiv(kv_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
-        start = split * per_split
-        end = tl.minimum(start + per_split, kv_len)
-        offs_g = tl.arange(0, GROUP_PAD)
-        offs_d = tl.arange(0, D)
-        g_mask = offs_g < GROUP
-        heads = kvh * GROUP + offs_g
-        q = tl.load(Q + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],
-                    mask=g_mask[:, None], other=0.0)  # fmt: skip
-        m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-        l_i = tl.zeros([GROUP_PAD], tl.float32)
-        acc = tl.zeros([GROUP_PAD, D], tl.float32)
-        for n in range(start, end, BLOCK_N):
-            offs_n = n + tl.arange(0, BLOCK_N)
-            n_mask = offs_n < end
-            slot = tl.load(PT + row * stride_pt + offs_n, mask=n_mask, other=0).to(tl.int64)
-            k = tl.load(K + slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
-                        mask=n_mask[:, None], other=0.0)  # fmt: skip
-            if IEEE:
-                s = tl.dot(q, tl.trans(k), input_precision="ieee")
-            else:
-                s = tl.dot(q, tl.trans(k))
-            s = tl.where(n_mask[None, :], s * sm_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            p = tl.exp(s - m_new[:, None])
-            alpha = tl.exp(m_i - m_new)
-            v = tl.load(V + slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
-                        mask=n_mask[:, None], other=0.0)  # fmt: skip
-            l_i = l_i * alpha + tl.sum(p, 1)
-            if IEEE:
-                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
-            else:
-                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
-        empty = end <= start
-        out = tl.where(empty, 0.0, acc / tl.where(l_i == 0, 1.0, l_i)[:, None])
-        lse = tl.where(empty, float("-inf"), m_i + tl.log(tl.where(l_i == 0, 1.0, l_i)))
-        tl.store(O_PART + b * stride_ob + heads[:, None] * stride_oh + split * stride_os
-                 + offs_d[None, :], out, mask=g_mask[:, None])  # fmt: skip
-        tl.store(LSE_PART + b * stride_lb + heads * stride_lh + split, lse, mask=g_mask)
-
-    @triton.jit
-    def _decode_reduce_kernel(
-        O_PART, LSE_PART, OUT,
-        stride_ob, stride_oh, stride_os, stride_lb, stride_lh, stride_fb, stride_fh,
-        D: tl.constexpr, NUM_SPLITS: tl.constexpr,
-    ):  # fmt: skip
-        b = tl.program_id(0)
-        h = tl.program_id(1)
-        offs_s = tl.arange(0, NUM_SPLITS)
-        offs_d = tl.arange(0, D)
-        lse = tl.load(LSE_PART + b * stride_lb + h * stride_lh + offs_s)
-        m = tl.max(lse, 0)
-        w = tl.exp(lse - m)  # 空的 split：lse = -inf，权重 0
-        part = tl.load(O_PART + b * stride_ob + h * stride_oh + offs_s[:, None] * stride_os
-                       + offs_d[None, :])  # fmt: skip
-        out = tl.sum(part * w[:, None], 0) / tl.sum(w, 0)
-        tl.store(OUT + b * stride_fb + h * stride_fh + offs_d, out.to(OUT.dtype.element_ty))
 
 
 def _ieee(dtype: torch.dtype) -> bool:
