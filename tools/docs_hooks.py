@@ -10,6 +10,7 @@
     [[output cuda qwen3-0.6b-shape]]            换一个模型的录制（steps.py record N --model ...）
     [[output cuda tp2]]                         两块 GPU 上 tp=2 的录制（steps.py record N --tp 2）
     [[test test_ch01_env.py · test_parse_bool]] 本章测试文件里的一个函数
+    [[bench results.h200.json]]                 章节目录里的基准测试结果：表格和 matplotlib 画的图
     [[practice]]                                本章的练习题列表
 
 任何页面都可以用 ``[[chapters]]``（按阶段列出全部章节）。
@@ -74,7 +75,7 @@ _DIRECTIVE_LINE = re.compile(r"^(?P<indent>[ \t]*)\[\[(?P<body>[^\[\]]*)\]\][ \t
 _ANY_DIRECTIVE = re.compile(r"\[\[[^\[\]\n]*\]\]")
 _FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})")
 _SEP = " · "
-_KNOWN = ("files", "main", "excerpt", "output", "test", "practice", "chapters")
+_KNOWN = ("files", "main", "excerpt", "output", "test", "practice", "chapters", "bench")
 _PROBLEM_DIR = re.compile(r"(\d{3})-([a-z0-9]+(?:-[a-z0-9]+)*)")
 
 
@@ -158,6 +159,10 @@ def parse_directive(body: str) -> Directive:
                 f"[[output ...]] 的参数是 cpu 或 cuda（可再跟 tp2 和一个模型名），不是 {rest!r}"
             )
         return Directive(name, kind=kind, path=model.strip())
+    if name == "bench":
+        if not re.fullmatch(r"[\w.-]+\.json", rest):
+            raise DirectiveError(f"[[bench ...]] 只写章节目录里的一个 .json 文件名，不是 {rest!r}")
+        return Directive(name, path=rest)
     # excerpt / test：PATH 或 PATH · QUALNAME
     path, sep, qualname = rest.partition(_SEP.strip())
     path, qualname = path.strip(), qualname.strip()
@@ -494,6 +499,8 @@ def expand_directive(d: Directive, chapter: int | None, ctx: Context) -> list[st
         ex = _call(steps.excerpt_text, path.read_text(encoding="utf-8"), d.qualname, label)
         title = f"{label}{_SEP}{d.qualname}" if d.qualname else label
         return _fence("python", ex.code, title)
+    if d.name == "bench":
+        return _bench(c.dir / d.path, steps.REPO)
     if d.name == "output":
         header, body = _call(steps.read_recording, chapter, d.kind, d.path or None)
         keys = ("设备", "模型", "torch", "日期")
@@ -504,6 +511,24 @@ def expand_directive(d: Directive, chapter: int | None, ctx: Context) -> list[st
     if d.name == "practice":
         return _practice_list(chapter, ctx)
     raise DirectiveError(f"未实现的指令 {d.name}")  # pragma: no cover - parse_directive 已拦住
+
+
+def _bench(path: Path, repo: Path) -> list[str]:
+    """基准测试的 JSON → 表格 + 内嵌的 SVG 图（构建时用 matplotlib 画，不提交图片）。"""
+    from minisgl.benchmark.report import load_results, render_markdown, render_plots
+
+    label = path.relative_to(repo).as_posix()
+    if not path.is_file():
+        raise DirectiveError(f"{label} 不存在")
+    try:
+        results = load_results(path)
+        lines = [f"结果文件：`{label}`", "", *render_markdown(results).splitlines()]
+        svg = render_plots(results)
+    except (ValueError, KeyError) as e:
+        raise DirectiveError(f"{label}: {e}") from None
+    if svg:  # 原样的 HTML 块不能有空行，也不能缩进：压成一行
+        lines += ["", '<div class="bench-plot">' + " ".join(svg.split("\n")) + "</div>", ""]
+    return lines
 
 
 def _md_escape(text: str) -> str:

@@ -27,6 +27,23 @@ __all__ = [
     # << ch04
 ]
 
+# >> ch19
+from minisgl.utils.device import use_triton_interpreter_without_gpu
+
+use_triton_interpreter_without_gpu()  # 必须在导入 triton 之前
+try:  # 可选：没有 triton 时 GPU 上也用下面的 PyTorch 写法
+    from . import triton_ops
+except ImportError:
+    triton_ops = None  # type: ignore[assignment]
+
+
+def _use_triton(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """CUDA 上、装了 triton、权重和输入同一个 dtype（不同时结果会被提升 dtype，交给 PyTorch）。"""
+    return x.is_cuda and triton_ops is not None and weight.dtype == x.dtype
+
+
+# << ch19
+
 
 # ---------------------------------------------------------------- embedding 查表
 
@@ -75,6 +92,10 @@ def rmsnorm(
     dtype 再乘 ``weight``——这正是 transformers 里 ``Qwen3RMSNorm`` / ``LlamaRMSNorm`` 的顺序，
     bf16 下也能逐位对上。``out`` 不为 None 时把结果写进 ``out``（可以就是 ``x`` 本身）并返回它。
     """
+    # >> ch19
+    if _use_triton(x, weight):  # GPU 上一个 kernel（第 19 章），舍入的顺序和下面三行一样
+        return triton_ops.rmsnorm(x, weight, eps, out=out)
+    # << ch19
     xf = x.float()
     normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
     y = weight * normed.to(x.dtype)
@@ -98,6 +119,11 @@ def fused_add_rmsnorm(
     各写一遍，中间结果不落地。这里的两行 PyTorch 定义了它的语义。加法在输入的 dtype 里做，
     和 transformers 的 ``hidden_states = residual + hidden_states`` 一样。
     """
+    # >> ch19
+    if _use_triton(x, weight) and residual.dtype == x.dtype:
+        triton_ops.rmsnorm(x, weight, eps, out=x, residual=residual)
+        return
+    # << ch19
     residual.add_(x)
     rmsnorm(residual, weight, eps, out=x)
 
@@ -122,6 +148,11 @@ def apply_rope_inplace(
     每个头的前 ``rotary_dim`` 维分成前后两半 ``x1``、``x2``，第 i 对 ``(x1[i], x2[i])`` 转过角度
     ``位置 * inv_freq[i]``；``rotary_dim < head_dim`` 时其余的维度原样不动。
     """
+    # >> ch19
+    if q.is_cuda and triton_ops is not None and cos_sin_cache.dtype == torch.float32:
+        triton_ops.apply_rope_inplace(positions, q, k, cos_sin_cache, head_dim)
+        return
+    # << ch19
     rotary_dim = cos_sin_cache.shape[-1]
     cos, sin = cos_sin_cache[positions].unsqueeze(1).chunk(2, dim=-1)  # 各 (T, 1, rotary_dim/2)
     for x in (q, k):

@@ -14,6 +14,11 @@ from .utils import SchedReq
 
 __all__ = ["CacheManager"]
 
+# >> ch19
+from minisgl.attention import to_device
+
+# << ch19
+
 
 class CacheManager:
     """管 KV 池里的页：每一页在任何时刻恰好处于三种状态之一——
@@ -94,6 +99,34 @@ class CacheManager:
             req.pages += self.allocate(missing)
             self.write_row(req, start)
 
+    # >> ch19
+    def ensure_decode_pages(self, reqs: Iterable[SchedReq]) -> None:
+        """decode 这一步的 ``ensure_pages(req, req.device_len)``，对整批请求一起做：新槽位攒起来，
+        一次拷到设备、一次写进页表。
+
+        逐个写时，每个跨页的请求一次主机到设备的小拷贝（页大小为 1 时就是每个请求每一步一次），
+        而且是从可分页内存拷的——CUDA 要先等流上排着的前向全部算完才开始拷，第 11 章的重叠就白做了。
+        """
+        rows: list[int] = []
+        cols: list[int] = []
+        slots: list[int] = []
+        size = self.page_size
+        for req in reqs:
+            missing = self.pages_for(req.device_len) - len(req.pages)
+            if missing <= 0:
+                continue
+            first = len(req.pages) * size
+            new = self.allocate(missing)
+            req.pages += new
+            slots += [page * size + i for page in new for i in range(size)]
+            cols += range(first, first + missing * size)
+            rows += [req.table_idx] * (missing * size)
+        if rows:
+            index = to_device(torch.tensor([rows, cols], dtype=torch.int64), self.page_table.device)
+            values = to_device(torch.tensor(slots, dtype=torch.int32), self.page_table.device)
+            self.page_table[index[0], index[1]] = values
+
+    # << ch19
     def write_row(self, req: SchedReq, first_page: int = 0) -> None:
         """把 ``req.pages[first_page:]`` 换算成槽位，写进页表第 ``req.table_idx`` 行的对应列。"""
         pages = req.pages[first_page:]

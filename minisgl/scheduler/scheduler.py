@@ -213,8 +213,14 @@ class Scheduler:
         running = self.decode_manager.running
         if not running:
             return None
-        for req in running:  # decode 这一步要写第 device_len 个 token 的 KV：跨页时补一页
-            self.cache.ensure_pages(req, req.device_len)
+        # ~~ ch08 < ch19
+        # ~ for req in running:  # decode 这一步要写第 device_len 个 token 的 KV：跨页时补一页
+        # ~     self.cache.ensure_pages(req, req.device_len)
+        # ~~
+        # >> ch19
+        # decode 这一步要写第 device_len 个 token 的 KV：跨页时补一页，整批一次写进页表
+        self.cache.ensure_decode_pages(running)
+        # << ch19
         return Batch(running, "decode")  # type: ignore[arg-type]
 
     # >> ch14

@@ -1,0 +1,285 @@
+"""第 19 章：基准测试的各个部件，以及这一章修掉的主机开销。
+
+- 负载：同一个种子同一批请求，长度都在区间里；
+- decode 补页：``ensure_decode_pages`` 和逐个 ``ensure_pages`` 分到同样的页、写出同样的页表，
+  而且整批只拷两次（下标、槽位），不随批大小增长；
+- 屋顶线的下限：手算的小例子；百分位数和 torch.quantile 一致；
+- RMSNorm（可带残差）和 RoPE 的 Triton 版与 ``ops.py`` 的 PyTorch 写法一致：二维、三维的跨步视图、
+  原地写回；没有 GPU 时由 Triton 的解释器执行，``MINISGL_DEVICE=cuda`` 时在 GPU 上再测 bfloat16；
+- 报告：表格里有该有的数，SVG 是合法的 XML，同一个 JSON 画出同一张图；
+- 端到端：``python -m minisgl.benchmark --preset quick`` 跑完四项，JSON 里的数自洽。
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from minisgl.benchmark import load_results, make_workload, render_markdown, save_results
+from minisgl.benchmark.online import percentile
+from minisgl.benchmark.report import render_plots
+from minisgl.benchmark.roofline import DeviceRoof, ModelCost, step_floor, workload_floor
+from minisgl.kernel import ops
+from minisgl.kvcache import create_prefix_cache
+from minisgl.models import ModelConfig
+from minisgl.scheduler import cache as cache_module
+from minisgl.scheduler.cache import CacheManager
+from minisgl.scheduler.utils import SchedReq
+
+REPO = Path(__file__).resolve().parents[2]
+DEVICE = os.environ.get("MINISGL_DEVICE", "cpu")
+DTYPES = [torch.float32] + ([torch.bfloat16] if DEVICE.startswith("cuda") else [])
+
+
+def test_workload_is_deterministic_and_in_range() -> None:
+    a = make_workload(50, (3, 9), (1, 4), seed=7)
+    assert a == make_workload(50, (3, 9), (1, 4), seed=7)
+    assert a != make_workload(50, (3, 9), (1, 4), seed=8)
+    assert all(3 <= len(p) <= 9 for p in a.prompts) and all(1 <= n <= 4 for n in a.output_lens)
+    assert {len(p) for p in a.prompts} == set(range(3, 10))  # 两端都取得到
+    assert all(100 <= t < 10000 for p in a.prompts for t in p)
+    assert a.describe() == {
+        "requests": 50,
+        "input_tokens": sum(map(len, a.prompts)),
+        "output_tokens": sum(a.output_lens),
+    }
+
+
+def _manager(page_size: int, rows: int = 8, columns: int = 64) -> CacheManager:
+    table = torch.full((rows, columns), -1, dtype=torch.int32)
+    return CacheManager(256, page_size, table, create_prefix_cache("naive", page_size))
+
+
+def _requests(rng: random.Random) -> list[SchedReq]:
+    reqs = []
+    for i in range(8):
+        n = rng.randint(1, 40)
+        reqs.append(SchedReq(torch.arange(n, dtype=torch.int32), table_idx=i, output_len=8, uid=i))
+    return reqs
+
+
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_batched_decode_pages_equal_one_by_one(page_size: int) -> None:
+    rng = random.Random(page_size)
+    reqs_a, reqs_b = _requests(rng), _requests(random.Random(page_size))
+    one, batched = _manager(page_size), _manager(page_size)
+    for step in range(6):  # 几步 decode：每步长度加一，跨页的请求补页
+        for ra, rb in zip(reqs_a, reqs_b):
+            if step:
+                ra.append_host(1)
+                rb.append_host(1)
+        for req in reqs_a:
+            one.ensure_pages(req, req.device_len)
+        batched.ensure_decode_pages(reqs_b)
+        assert [r.pages for r in reqs_a] == [r.pages for r in reqs_b]
+        assert torch.equal(one.page_table, batched.page_table)
+        assert one.num_free_pages == batched.num_free_pages
+    # 每个请求的前 device_len 列都是合法的槽位，互不重复
+    slots = [s for r in reqs_b for s in batched.page_table[r.table_idx, : r.device_len].tolist()]
+    assert min(slots) >= 0 and len(set(slots)) == len(slots)
+
+
+def test_decode_pages_take_two_copies_whatever_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = cache_module.to_device
+
+    def counting(t: torch.Tensor, device: Any) -> torch.Tensor:
+        calls.append(t.numel())
+        return real(t, device)
+
+    monkeypatch.setattr(cache_module, "to_device", counting)
+    manager = _manager(1)
+    reqs = _requests(random.Random(0))
+    manager.ensure_decode_pages(reqs)  # 8 个请求都要页
+    assert len(calls) == 2  # 一次下标（行、列），一次槽位
+    calls.clear()
+    manager.ensure_decode_pages(reqs)  # 都已经够了：一次也不拷
+    assert calls == []
+
+
+def test_floors_by_hand() -> None:
+    config = ModelConfig.from_pretrained(REPO / "models" / "tiny-qwen3")
+    cost = ModelCost.of(config, torch.float32)
+    table = config.vocab_size * config.hidden_size
+    assert cost.head_flops == 2 * table
+    kv = 2 * config.num_layers * config.num_kv_heads * config.head_dim * 4
+    assert cost.kv_bytes_per_token == kv
+    assert cost.weight_bytes > 4 * table  # 绑定的词嵌入只算一次，再加上各层
+    assert cost.body_flops == 2 * (cost.weight_bytes // 4 - table)
+
+    slow_memory = DeviceRoof(copy_bytes_per_s=1e6, matmul_flops=1e18)
+    want = (cost.weight_bytes + 10 * kv) / 1e6
+    assert step_floor(cost, slow_memory, 2, 10) == pytest.approx(want)
+    slow_math = DeviceRoof(copy_bytes_per_s=1e18, matmul_flops=1e6)
+    assert step_floor(cost, slow_math, 2, 10) == pytest.approx(cost.flops(2, 2) / 1e6)
+
+    # 一个请求：提示 2 个 token，生成 3 个。prefill 生成第 1 个，之后两步 decode（上下文 3、4）
+    one = make_workload(1, (2, 2), (3, 3))
+    want = cost.flops(2, 1) / 1e6 + 2 * cost.flops(1, 1) / 1e6
+    assert workload_floor(cost, slow_math, one, 8) == pytest.approx(want)
+    want = (cost.flops(2, 1) / 1e18) + (2 * cost.weight_bytes + 7 * kv) / 1e6
+    assert workload_floor(cost, slow_memory, one, 8) == pytest.approx(want)
+    # 一次只能 decode 一个：三个请求依次来，前一个生成完的那一步之后，下一个马上补上
+    three = make_workload(3, (2, 2), (3, 3))
+    want = (cost.flops(6, 3) / 1e18) + 3 * (2 * cost.weight_bytes + 7 * kv) / 1e6
+    assert workload_floor(cost, slow_memory, three, 1) == pytest.approx(want)
+
+
+def test_percentile_matches_torch() -> None:
+    rng = random.Random(0)
+    xs = [rng.random() for _ in range(37)]
+    for q in (0, 50, 90, 99, 100):
+        want = torch.quantile(torch.tensor(xs, dtype=torch.float64), q / 100).item()
+        assert percentile(xs, q) == pytest.approx(want)
+    with pytest.raises(ValueError):
+        percentile([], 50)
+
+
+SAMPLE: dict[str, Any] = {
+    "meta": {"command": "python -m minisgl.benchmark --preset x", "device": "cpu", "torch": "2",
+             "python": "3", "date": "2026-01-01"},
+    "model": "m",
+    "dtype": "bfloat16",
+    "roof": {"copy_bytes_per_s": 4e12, "matmul_flops": 7e14},
+    "offline": {
+        "workload": {"requests": 4, "input_tokens": 40, "output_tokens": 1000},
+        "ours": {"seconds": 2.0, "output_tokens": 1000, "tokens_per_s": 500.0},
+        "hf": {"seconds": 20.0, "output_tokens": 1000, "tokens_per_s": 50.0},
+        "floor_s": 0.5,
+    },
+    "decode": [
+        {"batch_size": 1, "context_len": 8, "ours_ms": 2.0, "floor_ms": 0.5, "hf_ms": 40.0},
+        {"batch_size": 8, "context_len": 8, "ours_ms": 3.0, "floor_ms": 0.6, "hf_ms": 45.0},
+    ],
+    "prefill": {"batch_size": 2, "context_len": 8, "ours_tokens_per_s": 1e4,
+                "floor_tokens_per_s": 1e6, "hf_tokens_per_s": 5e3},
+    "online": {"max_tokens": 16, "levels": [
+        {"clients": 1, "requests": 2, "wall_s": 1, "output_tokens_per_s": 32, "ttft_p50_ms": 5,
+         "ttft_p99_ms": 6, "tpot_p50_ms": 1, "tpot_p99_ms": 2, "latency_p50_s": 0.02},
+        {"clients": 8, "requests": 16, "wall_s": 1, "output_tokens_per_s": 256, "ttft_p50_ms": 9,
+         "ttft_p99_ms": 12, "tpot_p50_ms": 1.5, "tpot_p99_ms": 3, "latency_p50_s": 0.03},
+    ]},
+}  # fmt: skip
+
+
+def test_report_tables_and_plots(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    save_results(SAMPLE, path)
+    results = load_results(path)
+    assert results == SAMPLE
+    text = render_markdown(results)
+    assert "| mini-sglang（本书） | 2.0 | 500 |" in text
+    assert "| transformers generate | 20.0 | 50 |" in text
+    assert "| 屋顶线下限 | 0.5 | 2,000 |" in text
+    assert "**10.0 倍**" in text
+    assert "| 8 | 3.00 | 45.00 | 15.0× | 0.600 |" in text
+    assert "| 8 | 16 | 9.0 / 12.0 | 1.50 / 3.00 | 0.030 | 256 |" in text
+    assert "4,000 GB/s" in text and "700.0 TFLOP/s" in text
+    svg = render_plots(results)
+    root = ET.fromstring(svg)
+    assert root.tag.endswith("svg")
+    assert svg == render_plots(results)  # 同一个 JSON，同一张图（构建结果可以比较）
+    with pytest.raises(ValueError, match="missing"):
+        bad = tmp_path / "bad.json"
+        bad.write_text("{}")
+        load_results(bad)
+
+
+def test_quick_benchmark_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "quick.json"
+    cmd = [sys.executable, "-m", "minisgl.benchmark", "--preset", "quick", "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["meta"]["command"].endswith("--preset quick --out " + str(out))
+    w = r["offline"]["workload"]
+    assert w == make_workload(16, (16, 64), (16, 64)).describe()
+    for key in ("ours", "hf"):  # 两边都按要求的输出长度计数
+        assert r["offline"][key]["output_tokens"] == w["output_tokens"]
+        assert r["offline"][key]["tokens_per_s"] > 0
+    assert 0 < r["offline"]["floor_s"] < r["offline"]["ours"]["seconds"]
+    assert [d["batch_size"] for d in r["decode"]] == [1, 8]
+    assert all(d["ours_ms"] > 0 and d["hf_ms"] > 0 and d["floor_ms"] > 0 for d in r["decode"])
+    levels = r["online"]["levels"]
+    assert [(x["clients"], x["requests"]) for x in levels] == [(1, 2), (4, 8)]
+    assert all(x["ttft_p50_ms"] <= x["ttft_p99_ms"] for x in levels)
+    assert "本书的引擎是 transformers 的" in proc.stdout
+    ET.fromstring(render_plots(load_results(out)))
+
+
+# ---------------------------------------------------------------- 合并的小 kernel
+
+
+def _torch_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """让 ``ops`` 走 PyTorch 的写法（GPU 上它默认走 Triton）：这是规格。"""
+    monkeypatch.setattr(ops, "triton_ops", None)
+
+
+def _qkv(gen: torch.Generator, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """从一个 qkv 大矩阵里切出的 q、k 视图：三维、跨步，和注意力层里的一样。"""
+    tokens, hq, hkv, d = 13, 4, 2, 32
+    qkv = (torch.randn(tokens, (hq + 2 * hkv) * d, generator=gen) * 3).to(DEVICE, dtype)
+    q, k, _ = qkv.split([hq * d, hkv * d, hkv * d], dim=-1)
+    return qkv, q.view(tokens, hq, d), k.view(tokens, hkv, d)
+
+
+@pytest.mark.skipif(ops.triton_ops is None, reason="triton is not installed")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_triton_rmsnorm_matches_torch(dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    triton_ops = ops.triton_ops
+    gen = torch.Generator().manual_seed(0)
+    tol = (
+        {"rtol": 1.6e-2, "atol": 1e-5} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-6}
+    )
+    x = (torch.randn(7, 96, generator=gen) * 4).to(DEVICE, dtype)
+    w = torch.randn(96, generator=gen).to(DEVICE, dtype)
+    res = torch.randn(7, 96, generator=gen).to(DEVICE, dtype)
+    poisoned = torch.full_like(x, float("nan"))
+    got = triton_ops.rmsnorm(x, w, 1e-6, out=poisoned)
+    got_res, got_x = res.clone(), x.clone()
+    triton_ops.rmsnorm(got_x, w, 1e-6, out=got_x, residual=got_res)
+    qkv, q_view, _ = _qkv(gen, dtype)
+    hw = torch.randn(32, generator=gen).to(DEVICE, dtype)
+    want_q = q_view.clone()  # 写回之前的一份连续副本，下面交给 PyTorch
+    triton_ops.rmsnorm(q_view, hw, 1e-6, out=q_view)  # 原地写回 qkv 大矩阵里的列
+
+    _torch_path(monkeypatch)
+    torch.testing.assert_close(got, ops.rmsnorm(x, w, 1e-6), **tol)
+    want_x, want_res = x.clone(), res.clone()
+    ops.fused_add_rmsnorm(want_x, want_res, w, 1e-6)
+    torch.testing.assert_close(got_res, want_res, rtol=0, atol=0)  # 加法逐位相同
+    torch.testing.assert_close(got_x, want_x, **tol)
+    ops.rmsnorm(want_q, hw, 1e-6, out=want_q)
+    torch.testing.assert_close(q_view, want_q, **tol)
+    assert not torch.isnan(qkv).any()
+
+
+@pytest.mark.skipif(ops.triton_ops is None, reason="triton is not installed")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rotary_dim", [32, 16])  # 16：只转前一半的维度，其余不动
+def test_triton_rope_matches_torch(
+    dtype: torch.dtype, rotary_dim: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gen = torch.Generator().manual_seed(1)
+    qkv, q, k = _qkv(gen, dtype)
+    want_qkv = qkv.clone()
+    positions = torch.randint(0, 500, (q.shape[0],), generator=gen).to(DEVICE)
+    angles = torch.outer(torch.arange(512.0), torch.rand(rotary_dim // 2, generator=gen))
+    cache = torch.cat((angles.cos(), angles.sin()), dim=-1).to(DEVICE)
+    ops.triton_ops.apply_rope_inplace(positions, q, k, cache, 32)
+    _torch_path(monkeypatch)
+    wq, wk, _ = want_qkv.split([q.shape[1] * 32, k.shape[1] * 32, k.shape[1] * 32], dim=-1)
+    ops.apply_rope_inplace(positions, wq.view_as(q), wk.view_as(k), cache, 32)
+    tol = (
+        {"rtol": 1.6e-2, "atol": 1e-5} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-5}
+    )
+    torch.testing.assert_close(qkv, want_qkv, **tol)  # 包括 v 和没转的维度：原样不动

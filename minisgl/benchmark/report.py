@@ -1,0 +1,174 @@
+"""结果的 JSON 和它的两种样子：markdown 表格、SVG 图（matplotlib，构建网站时生成）。
+
+JSON 里除了数字，还有产生它的命令、设备、torch 版本和日期：书里的每个数都能追到一次运行。
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["load_results", "make_meta", "render_markdown", "render_plots", "save_results"]
+
+
+def make_meta(device: torch.device, argv: list[str] | None = None) -> dict[str, str]:
+    from minisgl.utils import device_summary
+
+    args = sys.argv[1:] if argv is None else argv
+    return {
+        "command": " ".join(["python -m minisgl.benchmark", *args]),
+        "device": device_summary(device),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def save_results(results: dict[str, Any], path: str | Path) -> None:
+    Path(path).write_text(json.dumps(results, ensure_ascii=False, indent=2) + "\n", "utf-8")
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    results = json.loads(Path(path).read_text("utf-8"))
+    for key in ("meta", "offline"):
+        if key not in results:
+            raise ValueError(f"{path}: not a benchmark result (missing {key!r})")
+    return results
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines + [""]
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.1f}×" if a and b else "—"
+
+
+def render_markdown(r: dict[str, Any]) -> str:
+    """结果 → markdown：离线吞吐、decode 延迟、prefill、在线、屋顶线，各一张表。"""
+    meta, off = r["meta"], r["offline"]
+    out = [f"`{meta['command']}` · {meta['device']} · torch {meta['torch']} · {meta['date']}", ""]
+    w = off["workload"]
+    out.append(
+        f"**离线**：{w['requests']} 个请求，输入 {w['input_tokens']} 个 token，"
+        f"输出 {w['output_tokens']} 个 token（模型 {r['model']}，{r['dtype']}）"
+    )
+    out.append("")
+    rows = []
+    for name, key in (("mini-sglang（本书）", "ours"), ("transformers generate", "hf")):
+        if key in off:
+            x = off[key]
+            rows.append([name, f"{x['seconds']:.1f}", f"{x['tokens_per_s']:,.0f}"])
+    if "floor_s" in off:
+        fl = off["floor_s"]
+        rows.append(["屋顶线下限", f"{fl:.1f}", f"{w['output_tokens'] / fl:,.0f}"])
+    out += _table(["", "用时（秒）", "输出 token/s"], rows)
+    if "hf" in off:
+        ratio = off["ours"]["tokens_per_s"] / off["hf"]["tokens_per_s"]
+        out += [f"本书的引擎是 transformers 的 **{ratio:.1f} 倍**。", ""]
+    if r.get("decode"):
+        out.append(f"**decode 每一步的延迟**（上下文 {r['decode'][0]['context_len']} 个 token）")
+        out.append("")
+        rows = [
+            [
+                str(d["batch_size"]),
+                f"{d['ours_ms']:.2f}",
+                f"{d['hf_ms']:.2f}" if d.get("hf_ms") else "—",
+                _ratio(d.get("hf_ms"), d["ours_ms"]),
+                f"{d['floor_ms']:.3f}" if d.get("floor_ms") else "—",
+            ]
+            for d in r["decode"]
+        ]
+        out += _table(
+            ["批大小", "本书（毫秒）", "transformers（毫秒）", "快多少", "下限（毫秒）"], rows
+        )
+    if r.get("prefill"):
+        p = r["prefill"]
+        out.append(f"**prefill**（{p['batch_size']} 个请求 × {p['context_len']} 个 token）")
+        out.append("")
+        rows = [["本书", f"{p['ours_tokens_per_s']:,.0f}"]]
+        if p.get("hf_tokens_per_s"):
+            rows.append(["transformers", f"{p['hf_tokens_per_s']:,.0f}"])
+        if p.get("floor_tokens_per_s"):
+            rows.append(["屋顶线上限", f"{p['floor_tokens_per_s']:,.0f}"])
+        out += _table(["", "提示 token/s"], rows)
+    if r.get("online"):
+        o = r["online"]
+        out.append(
+            f"**在线**（`python -m minisgl`，openai 客户端流式请求，每个请求 "
+            f"{o['max_tokens']} 个输出 token）"
+        )
+        out.append("")
+        rows = [
+            [
+                str(x["clients"]),
+                str(x["requests"]),
+                f"{x['ttft_p50_ms']:.1f} / {x['ttft_p99_ms']:.1f}",
+                f"{x['tpot_p50_ms']:.2f} / {x['tpot_p99_ms']:.2f}",
+                f"{x['latency_p50_s']:.3f}",
+                f"{x['output_tokens_per_s']:,.0f}",
+            ]
+            for x in o["levels"]
+        ]
+        header = ["并发", "请求数", "TTFT p50 / p99（毫秒）", "TPOT p50 / p99（毫秒）"]
+        out += _table(header + ["单个请求用时 p50（秒）", "输出 token/s"], rows)
+    if r.get("roof"):
+        roof = r["roof"]
+        out.append(
+            f"**屋顶线**：设备内拷贝 {roof['copy_bytes_per_s'] / 1e9:,.0f} GB/s（读 + 写），"
+            f"{r['dtype']} 矩阵乘 {roof['matmul_flops'] / 1e12:,.1f} TFLOP/s"
+        )
+        out.append("")
+    return "\n".join(out)
+
+
+def render_plots(r: dict[str, Any]) -> str:
+    """decode 延迟（对数坐标）和在线 TTFT / TPOT 两张图，返回内嵌的 SVG 文本。"""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "minisgl"  # SVG 里的 id 固定：同样的 JSON 得到同样的图
+    plt.rcParams["font.family"] = "DejaVu Sans"  # 图里只用英文，不依赖中文字体
+    panels = [k for k in ("decode", "online") if r.get(k)]
+    if not panels:
+        return ""
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.4))
+    axes = [axes] if len(panels) == 1 else list(axes)
+    for ax, key in zip(axes, panels):
+        if key == "decode":
+            bs = [d["batch_size"] for d in r["decode"]]
+            ax.plot(bs, [d["ours_ms"] for d in r["decode"]], "o-", label="mini-sglang")
+            if all(d.get("hf_ms") for d in r["decode"]):
+                ax.plot(bs, [d["hf_ms"] for d in r["decode"]], "s-", label="transformers")
+            if all(d.get("floor_ms") for d in r["decode"]):
+                ax.plot(bs, [d["floor_ms"] for d in r["decode"]], "k--", label="roofline floor")
+            ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="ms per decode step")
+            ax.set_title("decode latency")
+        else:
+            levels = r["online"]["levels"]
+            cs = [x["clients"] for x in levels]
+            ax.plot(cs, [x["ttft_p50_ms"] for x in levels], "o-", label="TTFT p50")
+            ax.plot(cs, [x["ttft_p99_ms"] for x in levels], "o:", label="TTFT p99")
+            ax.plot(cs, [x["tpot_p50_ms"] for x in levels], "s-", label="TPOT p50")
+            ax.plot(cs, [x["tpot_p99_ms"] for x in levels], "s:", label="TPOT p99")
+            ax.set(xscale="log", yscale="log", xlabel="concurrent clients", ylabel="ms")
+            ax.set_title("online serving")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg") :]  # 去掉 XML 声明和 DOCTYPE，直接嵌进网页

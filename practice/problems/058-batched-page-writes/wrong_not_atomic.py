@@ -1,0 +1,46 @@
+"""错误答案：边走边检查——页不够时前面的请求已经拿了页，抛出异常时留下分了一半的烂摊子。"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass
+class Req:
+    """一个正在 decode 的请求：页表里的行、已经拿到的页、这一步之后要放得下的 token 数。"""
+
+    row: int
+    pages: list[int]
+    device_len: int
+
+
+def pages_for(num_tokens: int, page_size: int) -> int:
+    """放下 num_tokens 个 token 要几页。"""
+    if page_size < 1 or num_tokens < 0:
+        raise ValueError(f"bad arguments: num_tokens={num_tokens}, page_size={page_size}")
+    return -(-num_tokens // page_size)
+
+
+def decode_page_writes(
+    reqs: Sequence[Req], free: list[int], page_size: int
+) -> tuple[list[int], list[int], list[int]]:
+    """给缺页的请求补页（free.pop()），返回要写进页表的 (rows, cols, slots)。"""
+    if page_size < 1:
+        raise ValueError(f"page_size must be >= 1, got {page_size}")
+    missing = [pages_for(r.device_len, page_size) - len(r.pages) for r in reqs]
+    rows: list[int] = []
+    cols: list[int] = []
+    slots: list[int] = []
+    for req, m in zip(reqs, missing):
+        if m > len(free):
+            raise ValueError("not enough free pages")
+        for _ in range(m):  # m <= 0 时一圈也不走
+            col = len(req.pages) * page_size
+            page = free.pop()
+            req.pages.append(page)
+            for i in range(page_size):
+                rows.append(req.row)
+                cols.append(col + i)
+                slots.append(page * page_size + i)
+    return rows, cols, slots
