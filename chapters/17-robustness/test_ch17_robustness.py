@@ -4,6 +4,7 @@
 - 256 个并发流式请求（官方 openai 客户端）：个个完整、格式正确、和非流式相同、用量对得上；
 - 50 个客户端在随机时刻断开：之后 KV 池和请求表回到空闲，后来的请求不受影响；
 - 后端进程被杀：进行中的请求得到 503 / 错误事件，启动器关掉一切、退出码非 0，不留进程和文件；
+- shell 模式下后端进程被杀：停在提示符上的 shell 立刻退出（退出码非 0），而不是让用户一直等；
 - 负载下 SIGTERM：退出码 0，客户端都结束（不挂住），不留进程和文件；
 - schemathesis 按服务自己的 OpenAPI 模式生成合法和不合法的请求：没有 5xx、没有挂住，之后服务健康。
 """
@@ -13,8 +14,11 @@ from __future__ import annotations
 import asyncio
 import glob
 import json
+import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -267,6 +271,44 @@ def test_backend_killed_answers_503_and_shuts_down(
         assert "exited unexpectedly" in log and "all processes exited" in log
     finally:
         srv.kill()
+
+
+def test_shell_exits_when_the_backend_dies(tiny_model: Path, wait_until: Any) -> None:
+    """shell 停在提示符上（主线程堵在 input() 里）时调度器被杀：看门狗给主线程发 SIGTERM，
+    shell 走正常的关闭流程退出，退出码非 0，说明原因，不留进程和 socket 文件。"""
+    cmd = [sys.executable, "-m", "minisgl", "--model", str(tiny_model), "--shell"]
+    cmd += ["--dtype", "float32", "--num-pages", "256", "--max-seq-len-override", "256"]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,  # 一直开着、什么也不写：用户还没开始打字
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
+    out: list[bytes] = []
+    fd = proc.stdout.fileno()  # type: ignore[union-attr]
+    reader = threading.Thread(target=lambda: out.extend(iter(lambda: os.read(fd, 4096), b"")))
+    reader.start()
+    try:
+        # 提示符 "> " 后面没有换行：按块读，看输出是不是停在它上面
+        wait_until(lambda: b"".join(out).endswith(b"> "), 300, "the shell prompt")
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        pids = [k.pid for k in kids]
+        scheduler = next(k for k in kids if "--multiprocessing-fork" in k.cmdline())
+        scheduler.send_signal(signal.SIGKILL)
+        code = proc.wait(timeout=60)
+        reader.join(10)
+        text = b"".join(out).decode("utf-8", errors="replace")
+        assert code != 0, text
+        assert "exited unexpectedly" in text and "all processes exited" in text
+        wait_until(lambda: not any(alive(p) for p in pids), 30, "all processes to exit")
+        assert ipc_files(proc.pid) == []
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def test_health_turns_503_before_the_server_exits(server_kit: Any, tmp_path: Path) -> None:

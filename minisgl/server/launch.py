@@ -359,6 +359,16 @@ def launch_server(argv: Sequence[str] | None = None, *, shell: bool = False) -> 
         if args.shell:
             from minisgl.shell import run_shell
 
+            # >> ch17
+            # shell 的主线程多半堵在 input() 或事件循环的等待里：给它发一个真的 SIGTERM，
+            # 系统调用被打断，_exit_on_sigterm 让它走正常的关闭流程，而不是让用户一直等着
+            main_thread = threading.main_thread().ident
+            assert main_thread is not None
+            watchdog = BackendWatchdog(
+                procs, lambda _: signal.pthread_kill(main_thread, signal.SIGTERM)
+            )
+            watchdog.start()
+            # << ch17
             run_shell(state)
         else:
             assert sock is not None
@@ -376,6 +386,11 @@ def launch_server(argv: Sequence[str] | None = None, *, shell: bool = False) -> 
             run_http(sock)
     except KeyboardInterrupt:
         pass
+    # >> ch17
+    except SystemExit:  # SIGTERM；看门狗叫停 shell 时也是它：那时要以非 0 的退出码结束
+        if watchdog is None or watchdog.failure is None:
+            raise
+    # << ch17
     finally:
         # 关闭流程不能再被第二次 Ctrl-C 打断到一半：每一步都有超时，很快就结束
         signal.signal(signal.SIGINT, signal.SIG_IGN)
