@@ -13,15 +13,9 @@
 # %%
 from __future__ import annotations
 
-import atexit
 import glob
 import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,57 +23,27 @@ import httpx
 import psutil
 from openai import OpenAI
 
-from minisgl.engine import has_weight_files
+from minisgl.server.background import start_background_server
 
 MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
 TP = int(os.environ.get("MINISGL_TP", "1"))
-with socket.socket() as s:  # 让内核挑一个空闲端口
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-log = tempfile.NamedTemporaryFile("w+", prefix="minisgl-ch15-", suffix=".log", delete=False)
-cmd = [sys.executable, "-m", "minisgl", "--model", MODEL, "--dtype", "float32"]
-cmd += ["--port", str(port), "--num-pages", "4096", "--max-seq-len-override", "1024"]
-cmd += ["--tp", str(TP)]
-if not has_weight_files(MODEL):  # 只有配置的 qwen3-0.6b-shape：按真实形状填随机权重
-    cmd.append("--dummy-weights")
-# 新的会话（进程组）：最后可以把服务和它的子进程当成一组来检查、来收拾
-proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-base = f"http://127.0.0.1:{port}"
-
-
-def kill_all() -> None:
-    """无论中途出了什么错（包括在 notebook 里中断），退出时把整组进程杀掉。"""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:  # 已经正常关掉了
-        pass
-    proc.wait()
-    log.close()
-    os.unlink(log.name)
-
-
-atexit.register(kill_all)
 
 # %% [markdown]
-# ## 1. 等服务就绪
+# ## 1. 在后台启动服务，等它就绪
 #
-# 启动器收齐所有子进程的"就绪"之后才开始监听端口，所以 `/v1/models` 第一次返回 200，服务就
-# 一定可以用了。
+# `start_background_server` 在一个新的会话（进程组）里运行 `python -m minisgl`：端口由内核挑，
+# 日志写进临时文件，最后可以把服务和它的子进程当成一组来检查、来收拾；无论中途出了什么错，
+# 解释器退出时整组都会被杀掉。启动器收齐所有子进程的"就绪"之后才开始监听端口，所以 `/health`
+# 第一次返回 200，服务就一定可以用了。
 
 # %%
-t0 = time.time()
-while True:
-    if proc.poll() is not None or time.time() - t0 > 300:
-        raise RuntimeError(f"服务没有起来：\n{open(log.name).read()[-3000:]}")
-    try:
-        if httpx.get(f"{base}/v1/models", timeout=1).status_code == 200:
-            break
-    except httpx.HTTPError:
-        time.sleep(0.2)
+args = ["--dtype", "float32", "--num-pages", "4096", "--max-seq-len-override", "1024"]
+server = start_background_server(MODEL, *args, "--tp", str(TP), name="minisgl-ch15")
+proc, base = server.proc, server.url
 children = psutil.Process(proc.pid).children(recursive=True)
 workers = [c for c in children if "--multiprocessing-fork" in c.cmdline()]
 print(
-    f"服务就绪（约 {time.time() - t0:.0f} 秒）：主进程（API Server）+ {len(workers)} 个工作进程"
+    f"服务就绪（约 {server.startup_s:.0f} 秒）：主进程（API Server）+ {len(workers)} 个工作进程"
     f"（调度器、tokenizer）"
 )
 client = OpenAI(base_url=f"{base}/v1", api_key="none")
@@ -182,16 +146,16 @@ def kv_reports(text: str, when: str) -> dict[int, tuple[str, str]]:
     return {int(m[1] or 0): (m[2], m[3]) for m in re.finditer(line, text)}
 
 
-before = len(open(log.name).read())
+before = len(server.log_text())
 body = {"model": "tiny", "messages": [{"role": "user", "content": "讲个长故事。"}]}
 body.update(max_tokens=900, stream=True, ignore_eos=True)
 with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=60) as r:
     events = [line for _, line in zip(range(3), (x for x in r.iter_lines() if x))]
 print(f"读了 {len(events)} 段就断开")
 t0 = time.time()
-while len(kv_reports(open(log.name).read()[before:], "idle")) < TP and time.time() - t0 < 60:
+while len(kv_reports(server.log_text()[before:], "idle")) < TP and time.time() - t0 < 60:
     time.sleep(0.1)
-text = open(log.name).read()
+text = server.log_text()
 ready, idle = kv_reports(text, "ready"), kv_reports(text[before:], "idle")
 print("服务端中止了这个请求:", "Aborting request" in text[before:])
 for rank in range(TP):
@@ -215,8 +179,7 @@ def alive(pid: int) -> bool:
 
 
 pids = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
-proc.send_signal(signal.SIGINT)
-code = proc.wait(timeout=60)
+code = server.stop()  # SIGINT，等它退出
 deadline = time.time() + 10  # multiprocessing 的 resource_tracker 在主进程退出之后才退出
 while any(alive(p) for p in pids) and time.time() < deadline:
     time.sleep(0.1)

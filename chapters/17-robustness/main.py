@@ -10,15 +10,9 @@
 # %%
 from __future__ import annotations
 
-import atexit
 import glob
 import os
 import random
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,44 +21,14 @@ import httpx
 import psutil
 from openai import OpenAI
 
-from minisgl.engine import has_weight_files
+from minisgl.server.background import start_background_server
 
 MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
-with socket.socket() as s:  # 让内核挑一个空闲端口
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-log = tempfile.NamedTemporaryFile("w+", prefix="minisgl-ch17-", suffix=".log", delete=False)
-cmd = [sys.executable, "-m", "minisgl", "--model", MODEL, "--dtype", "float32"]
-cmd += ["--port", str(port), "--num-pages", "128", "--max-seq-len-override", "1024"]
-if not has_weight_files(MODEL):  # 只有配置的 qwen3-0.6b-shape：按真实形状填随机权重
-    cmd.append("--dummy-weights")
-proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-base = f"http://127.0.0.1:{port}"
-
-
-def kill_all() -> None:
-    """无论中途出了什么错，退出时把整组进程杀掉。"""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-    log.close()
-    os.unlink(log.name)
-
-
-atexit.register(kill_all)
-
-t0 = time.time()
-while True:
-    if proc.poll() is not None or time.time() - t0 > 300:
-        raise RuntimeError(f"服务没有起来：\n{open(log.name).read()[-3000:]}")
-    try:
-        if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-            break
-    except httpx.HTTPError:
-        time.sleep(0.2)
-print(f"服务就绪（约 {time.time() - t0:.0f} 秒）")
+# 在后台的子进程里启动服务、等它就绪（第 15 章的 start_background_server）
+args = ["--dtype", "float32", "--num-pages", "128", "--max-seq-len-override", "1024"]
+server = start_background_server(MODEL, *args, name="minisgl-ch17")
+proc, base = server.proc, server.url
+print(f"服务就绪（约 {server.startup_s:.0f} 秒）")
 client = OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0)
 
 # %% [markdown]

@@ -129,7 +129,6 @@ def run(
     if not skip_online:
         args = ["--dtype", p.dtype, "--max-running-requests", str(max(p.online_clients))]
         args += ["--max-seq-len-override", "1024", "--silent-output", "--memory-fraction", "0.3"]
-        args += ["--dummy-weights"] if dummy else []
         levels = []
         with online.serve(model, *args) as base:
             for c in p.online_clients:

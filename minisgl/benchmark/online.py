@@ -6,53 +6,29 @@ TTFT（time to first token）：发出请求到收到第一段文本；TPOT（ti
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+from minisgl.server.background import start_background_server
+
 __all__ = ["percentile", "run_clients", "serve"]
 
 
 @contextmanager
 def serve(model: str, *args: str, timeout: float = 600) -> Iterator[str]:
-    """在子进程里启动服务（自己的进程组），等它就绪，给出 base url；退出时连同子进程一起杀掉。"""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = tempfile.NamedTemporaryFile("w+", prefix="minisgl-bench-", suffix=".log", delete=False)
-    cmd = [sys.executable, "-m", "minisgl", "--model", model, "--port", str(port), *args]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    """在后台启动服务（第 15 章的 ``start_background_server``），给出 base url；
+    结束时像 Ctrl-C 一样让它按顺序关闭，关不掉就整组杀掉。"""
+    server = start_background_server(model, *args, name="minisgl-bench", timeout=timeout)
     try:
-        import httpx
-
-        start = time.time()
-        while True:
-            if proc.poll() is not None or time.time() - start > timeout:
-                raise RuntimeError(f"server did not start:\n{open(log.name).read()[-3000:]}")
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        yield base
+        yield server.url
     finally:
         try:
-            os.killpg(proc.pid, signal.SIGINT)  # 和 Ctrl-C 一样：按顺序关闭
-            proc.wait(timeout=60)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
-        os.unlink(log.name)
+            server.stop()
+        finally:
+            server.kill()
 
 
 def percentile(values: Sequence[float], q: float) -> float:
