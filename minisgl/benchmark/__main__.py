@@ -64,11 +64,11 @@ def run(
     model: str,
     skip_hf: bool,
     skip_online: bool,
-    argv: list[str],
+    argv: list[str] | None = None,
     out: str | None = None,
 ) -> dict[str, Any]:
     """跑预设 ``p`` 的全部测试。``out``：每跑完一项就把已有的结果写进去（长时间的运行中途出错，
-    前面的数不会丢）。"""
+    前面的数不会丢）。``argv``：记进结果的命令行参数，None 时取 ``sys.argv``。"""
     device = pick_device()
     dtype = dtype_from_str(p.dtype)
     dummy = not has_weight_files(model)
@@ -147,10 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-online", action="store_true", help="不起服务")
     ns = ap.parse_args(argv)
     preset = PRESETS[ns.preset]
-    import sys
-
-    raw = sys.argv[1:] if argv is None else argv
-    results = run(preset, ns.model or preset.model, ns.skip_hf, ns.skip_online, raw, ns.out)
+    results = run(preset, ns.model or preset.model, ns.skip_hf, ns.skip_online, argv, ns.out)
     print(render_markdown(results))
     if ns.out:
         save_results(results, ns.out)

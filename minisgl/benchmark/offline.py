@@ -29,6 +29,7 @@ __all__ = [
     "prefill_throughput",
     "run_hf",
     "run_ours",
+    "timed",
 ]
 
 
@@ -74,7 +75,9 @@ def make_workload(
     return Workload(prompts, outs)
 
 
-def _timed(device: torch.device, fn: Callable[[], Any]) -> float:
+def timed(device: torch.device, fn: Callable[[], Any]) -> float:
+    """``fn()`` 的秒数。两端各同步一次：GPU 是异步的，不同步的话起点会算进之前残留的工作，
+    终点会漏掉还在排队的 kernel。"""
     synchronize(device)
     start = time.perf_counter()
     fn()
@@ -92,7 +95,7 @@ def run_ours(llm: LLM, work: Workload) -> dict[str, float]:
     warm = make_workload(min(len(work.prompts), 8), (16, 64), (8, 8), seed=12345)
     llm.generate(warm.prompts, _params(warm.output_lens))
     got: list[int] = []
-    seconds = _timed(
+    seconds = timed(
         device,
         lambda: got.extend(
             len(o.token_ids) for o in llm.generate(work.prompts, _params(work.output_lens))
@@ -112,7 +115,7 @@ def decode_latency(llm: LLM, batch_size: int, context_len: int, steps: int, seed
 
     def run(tokens: int, s: int) -> float:
         w = make_workload(batch_size, (context_len, context_len), (tokens, tokens), seed=s)
-        return _timed(device, lambda: llm.generate(w.prompts, _params(w.output_lens)))
+        return timed(device, lambda: llm.generate(w.prompts, _params(w.output_lens)))
 
     run(2, seed + 1000)  # 预热这个批大小
     return (run(1 + steps, seed) - run(1, seed + 1)) / steps
@@ -122,7 +125,7 @@ def prefill_throughput(llm: LLM, batch_size: int, context_len: int, seed: int = 
     """只做 prefill（生成 1 个 token）时每秒处理的提示 token 数。"""
     device = llm.scheduler.engine.device
     w = make_workload(batch_size, (context_len, context_len), (1, 1), seed=seed)
-    seconds = _timed(device, lambda: llm.generate(w.prompts, _params(w.output_lens)))
+    seconds = timed(device, lambda: llm.generate(w.prompts, _params(w.output_lens)))
     return w.input_tokens / seconds
 
 
@@ -175,7 +178,7 @@ def run_hf(model: Any, work: Workload, batch_size: int = 64) -> dict[str, float]
                 model, work.prompts[i : i + batch_size], max(work.output_lens[i : i + batch_size])
             )
 
-    seconds = _timed(model.device, run_all)
+    seconds = timed(model.device, run_all)
     return {
         "seconds": seconds,
         "output_tokens": work.output_tokens,
@@ -187,12 +190,12 @@ def hf_decode_latency(model: Any, batch_size: int, context_len: int, steps: int)
     """和 ``decode_latency`` 一样的减法：``1 + steps`` 个新 token 减去 1 个。"""
     prompts = make_workload(batch_size, (context_len, context_len), (1, 1), seed=3).prompts
     _hf_generate(model, prompts, 2)
-    long = _timed(model.device, lambda: _hf_generate(model, prompts, 1 + steps))
-    short = _timed(model.device, lambda: _hf_generate(model, prompts, 1))
+    long = timed(model.device, lambda: _hf_generate(model, prompts, 1 + steps))
+    short = timed(model.device, lambda: _hf_generate(model, prompts, 1))
     return (long - short) / steps
 
 
 def hf_prefill(model: Any, batch_size: int, context_len: int) -> float:
     prompts = make_workload(batch_size, (context_len, context_len), (1, 1), seed=2).prompts
-    seconds = _timed(model.device, lambda: _hf_generate(model, prompts, 1))
+    seconds = timed(model.device, lambda: _hf_generate(model, prompts, 1))
     return batch_size * context_len / seconds

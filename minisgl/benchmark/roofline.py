@@ -7,15 +7,14 @@ decode 每一步至少要把全部权重和这一批请求的 KV 读一遍；pre
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from minisgl.models import ModelConfig, create_model
-from minisgl.utils import synchronize
 
-from .offline import Workload
+from .offline import Workload, timed
 
 __all__ = [
     "DeviceRoof",
@@ -33,15 +32,8 @@ class DeviceRoof:
     matmul_flops: float  # 方阵矩阵乘（给定的 dtype）每秒的浮点运算数
 
 
-def _best_of(device: torch.device, fn: object, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        synchronize(device)
-        start = time.perf_counter()
-        fn()  # type: ignore[operator]
-        synchronize(device)
-        best = min(best, time.perf_counter() - start)
-    return best
+def _best_of(device: torch.device, fn: Callable[[], object], repeat: int) -> float:
+    return min(timed(device, fn) for _ in range(repeat))
 
 
 def measure_roof(device: torch.device, dtype: torch.dtype, big: bool) -> DeviceRoof:
