@@ -17,16 +17,22 @@ import pytest
 FINAL = 10**9
 
 
+def test_device() -> str:
+    """测试用的设备，和包里的选法相同（``pick_device``）：``MINISGL_DEVICE`` > cuda > mps > cpu。
+    CPU 上的 CI 和有 GPU 的机器跑同一组断言；要在 GPU 机器上测 CPU，设 ``MINISGL_DEVICE=cpu``。"""
+    from minisgl.utils.device import pick_device
+
+    return str(pick_device())
+
+
 def current_step() -> int:
     return int(os.environ.get("MINISGL_STEP", FINAL))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # 第 18 章：没有 GPU 时 Triton 只能解释执行，而这个开关只在第一次导入 triton 时生效——
-    # 在任何测试（或者它们导入的库）碰到 triton 之前打开
-    import torch
-
-    if not torch.cuda.is_available():
+    # 第 18 章：测试不在 CUDA 上跑时 Triton 只能解释执行，而这个开关只在第一次导入 triton 时
+    # 生效——在任何测试（或者它们导入的库）碰到 triton 之前打开。和包里的选法相同，看测试用的设备
+    if not test_device().startswith("cuda"):
         os.environ.setdefault("TRITON_INTERPRET", "1")
     root = os.environ.get("MINISGL_SLICE_ROOT")
     if root:
@@ -64,10 +70,6 @@ def tiny_model(models_dir: Path) -> Path:
     return models_dir / "tiny-qwen3"
 
 
-# CI 在 CPU 上跑；GPU 机器上设 MINISGL_DEVICE=cuda，第 8 章起的调度器测试就在 CUDA 上跑同一组断言
-TEST_DEVICE = os.environ.get("MINISGL_DEVICE", "cpu")
-
-
 @pytest.fixture
 def make_llm() -> Iterator[Callable[..., Any]]:
     """第 8 章起：``make_llm(model, **改动)`` 建一个 float32 的离线 ``LLM``（小 KV 池、小页表），
@@ -80,7 +82,7 @@ def make_llm() -> Iterator[Callable[..., Any]]:
         from minisgl.llm import LLM
 
         config: dict[str, Any] = dict(
-            device=TEST_DEVICE,
+            device=test_device(),
             dtype=torch.float32,
             num_pages=512,
             max_running_reqs=8,

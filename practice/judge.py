@@ -34,6 +34,8 @@ from judge_core import Report, SourceFile
 PROBLEMS_DIR = PRACTICE_DIR / "problems"
 JUDGE_CORE = PRACTICE_DIR / "judge_core.py"
 DEFAULT_TIMEOUT = 10.0
+# 自检验证的是题目本身对不对，不是快不快：机器很忙时（CI 里别的测试同时在跑）也不能因为慢而失败
+SELF_CHECK_TIMEOUT = 60.0
 # 浏览器题的 Pyodide 自检：Node 脚本与 npm ci 装好的 Pyodide（都在仓库根目录下）
 REPO_DIR = PRACTICE_DIR.parent
 PYODIDE_SCRIPT = REPO_DIR / "tools" / "web" / "judge_pyodide.mjs"
@@ -508,7 +510,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="列出所有题目")
     parser.add_argument("--self-check", action="store_true", help="检查所有题目本身是否正确")
     parser.add_argument(
-        "--timeout", type=float, default=DEFAULT_TIMEOUT, help="每次评测的时限（秒），默认 10"
+        "--timeout",
+        type=float,
+        help=f"每次评测的时限（秒），默认 {DEFAULT_TIMEOUT:g}；自检默认 {SELF_CHECK_TIMEOUT:g}",
     )
     parser.add_argument("--problems-dir", type=Path, default=PROBLEMS_DIR, help="题目目录")
     parser.add_argument(
@@ -519,15 +523,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="自检时的并行数")
     args = parser.parse_args(argv)
 
-    if args.timeout <= 0:
+    if args.timeout is not None and args.timeout <= 0:
         parser.error("--timeout 必须是正数")
     if args.list:
         return list_problems(args.problems_dir)
     if args.self_check:
-        return self_check(args.problems_dir, args.timeout, args.jobs, not args.no_pyodide)
+        timeout = args.timeout or SELF_CHECK_TIMEOUT
+        return self_check(args.problems_dir, timeout, args.jobs, not args.no_pyodide)
     if args.problem is None or args.candidate is None:
         parser.error("需要给出题目编号和要评测的文件，例如：python practice/judge.py 1 answer.py")
-    return judge_one(args.problem, args.candidate, args.problems_dir, args.timeout)
+    timeout = args.timeout or DEFAULT_TIMEOUT
+    return judge_one(args.problem, args.candidate, args.problems_dir, timeout)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,16 @@
-"""`make test` 的全部内容：lint、工具自测、逐章切片检查、判题器自检、站点构建、完整包上的全部测试。
+"""`make test` 的全部内容：lint、内嵌模型校验、逐章切片检查、完整包上的全部测试。
 
-每一步都会运行（前面失败也不中断），最后汇总；任何一步失败则退出码非 0。
-pytest 放在最后，让它的汇总行成为输出的最后一行。
+每一步都会运行（前面失败也不中断），最后汇总每一步的结果和用时；任何一步失败则退出码非 0。
+
+两个大步骤各自证明一件事，不重复：
+
+- ``steps.py check``：每一章的切片**单独**能导入、运行 main、通过这一章的测试、和录制的输出一致；
+- pytest（完整的包）：工具、判题器（含练习题自检）、页面与网站构建，以及各章的测试在**最终**的
+  代码上仍然通过——后面的章节没有弄坏前面章节的测试。切片和最终的包逐字相同、又在同一种设备上
+  跑过测试的章节（通常是最后一章），这一步不再重跑。
+
+两步都按 CPU 核数并行（``MINISGL_TEST_JOBS`` 可以改）：切片检查几章同时做，pytest 用
+pytest-xdist 按文件分给几个进程（同一个文件里共用的服务只起一次）。
 """
 
 from __future__ import annotations
@@ -14,16 +23,57 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
+sys.path.insert(0, str(REPO / "tools"))
 
-STEPS: list[tuple[str, list[str]]] = [
-    ("ruff check", [PY, "-m", "ruff", "check", "."]),
-    ("ruff format --check", [PY, "-m", "ruff", "format", "--check", "."]),
-    ("内嵌模型与校验清单一致", [PY, "tools/make_tiny_model.py", "--check"]),
-    ("steps.py check（每一章的切片）", [PY, "tools/steps.py", "check"]),
-    ("judge.py --self-check", [PY, "practice/judge.py", "--self-check"]),
-    ("mkdocs build --strict", [PY, "-m", "mkdocs", "build", "--strict", "-q", "-d", ".cache/site"]),
-]
-PYTEST = [PY, "-m", "pytest", "-q", "tools/tests", "practice/tests", "chapters"]
+import steps  # noqa: E402 —— 和本文件在同一个目录
+
+PYTEST_PATHS = ["tools/tests", "practice/tests", "chapters"]
+
+
+def jobs() -> int:
+    """并行数：默认 CPU 核数，最多 8（GPU 机器上核很多，但每个进程都要一份 CUDA 上下文）。"""
+    configured = os.environ.get("MINISGL_TEST_JOBS", "").strip()
+    if configured:
+        return max(1, int(configured))
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def test_device() -> str:
+    """完整包上的测试用哪个设备：和包里的选法相同（见 chapters/conftest.py）。"""
+    code = "from minisgl.utils.device import pick_device; print(pick_device())"
+    out = subprocess.run([PY, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def proved_by_slices() -> list[str]:
+    """切片和最终的包逐字相同的章节：``steps.py check`` 已经在切片上（CPU）跑过它们的测试。"""
+    last = steps.latest_chapter()
+    same = []
+    for chapter in steps.load_chapters():
+        n = chapter.number
+        if all(steps.slice_text(f, n) == steps.slice_text(f, last) for f in steps.files_at(n)):
+            same.append(f"chapters/{chapter.dir.name}")
+    return same
+
+
+def stages(n_jobs: int) -> list[tuple[str, list[str]]]:
+    pytest = [PY, "-m", "pytest", "-q", "-n", str(n_jobs), "--dist", "loadfile"]
+    pytest += PYTEST_PATHS
+    note = ""
+    if test_device() == "cpu":
+        skipped = proved_by_slices()
+        pytest += [f"--ignore={path}" for path in skipped]
+        note = f"；不再重跑切片上已经跑过的 {', '.join(skipped)}" if skipped else ""
+    return [
+        ("ruff check", [PY, "-m", "ruff", "check", "."]),
+        ("ruff format --check", [PY, "-m", "ruff", "format", "--check", "."]),
+        ("内嵌模型与校验清单一致", [PY, "tools/make_tiny_model.py", "--check"]),
+        (
+            f"steps.py check（每一章的切片，{n_jobs} 章同时）",
+            [PY, "tools/steps.py", "check", "--jobs", str(n_jobs)],
+        ),
+        (f"pytest（完整的包，{n_jobs} 个进程{note}）", pytest),
+    ]
 
 
 def run(name: str, cmd: list[str]) -> tuple[bool, float]:
@@ -36,14 +86,12 @@ def run(name: str, cmd: list[str]) -> tuple[bool, float]:
 
 
 def main() -> int:
-    results = [(name, *run(name, cmd)) for name, cmd in STEPS]
-    print("\n===== 汇总（pytest 在最后）")
+    start = time.perf_counter()
+    results = [(name, *run(name, cmd)) for name, cmd in stages(jobs())]
+    print(f"\n===== 汇总（共 {(time.perf_counter() - start) / 60:.1f} 分钟）")
     for name, ok, secs in results:
         print(f"  {'✓' if ok else '✗'} {name}（{secs:.0f}s）")
     failed = [name for name, ok, _ in results if not ok]
-    ok, _ = run("pytest（完整的包：工具、判题器、所有章节的测试、页面模板）", PYTEST)
-    if not ok:
-        failed.append("pytest")
     if failed:
         print(f"\n失败的步骤：{'、'.join(failed)}", flush=True)
         return 1

@@ -29,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -553,69 +555,84 @@ def _ensure_models() -> None:
     )
 
 
-def check(numbers: list[int], keep: bool = False) -> bool:
-    """逐章检查：标记、编译、只用切片的导入、main、测试、CPU 录制是否最新。"""
+def check(numbers: list[int], keep: bool = False, jobs: int = 1) -> bool:
+    """逐章检查：标记、编译、只用切片的导入、main、测试、CPU 录制是否最新。
+
+    ``jobs > 1`` 时几章同时检查（每章都在自己的临时目录里、自己的子进程中，互不相干）；
+    每章的结果在这一章检查完后整段打印，顺序和章号一致。
+    """
     validate()
     _ensure_models()
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        futures = [pool.submit(_check_one, n, keep) for n in numbers]
+        results = []
+        for future in futures:  # 按章号顺序打印：前一章没检查完时，后一章的结果先等着
+            ok, log = future.result()
+            print(log, end="", flush=True)
+            results.append(ok)
+    return all(results)
+
+
+def _check_one(n: int, keep: bool) -> tuple[bool, str]:
+    """检查一章，返回（是否通过，要打印的全部文字）。"""
+    c = get_chapter(n)
+    log: list[str] = []
+    start = time.monotonic()
+
+    def step(what: str, passed: bool, detail: str) -> None:
+        if passed:
+            log.append(f"   ✓ {what}\n")
+            return
+        log.append(textwrap.indent(detail.rstrip()[-6000:], "     | ") + "\n")
+        raise _StepFailed(what)
+
     ok = True
-    for n in numbers:
-        c = get_chapter(n)
-        print(f"== 第 {n} 章 {c.title}", flush=True)
-        root = Path(tempfile.mkdtemp(prefix=f"minisgl-ch{n:02d}-"))
-        try:
-            compile_slice(n)
-            build(n, root)
-            env = _slice_env(root, n, "cpu")
-            mods = _module_names(n)
-            r = subprocess.run(
-                [sys.executable, "-c", _IMPORT_ALL, *mods],
-                cwd=root,
-                env=env,
-                capture_output=True,
-                text=True,
-            )
-            _step(f"切片导入（{len(mods)} 个模块）", r.returncode == 0, r.stdout + r.stderr)
-            code, output = run_main(n, root, "cpu")
-            _step("main（cpu）", code == 0, output)
-            rec = c.dir / "output.cpu.txt"
-            if rec.exists():
-                problems = _compare_recording(c, output)
-                _step("CPU 录制与本次输出一致", not problems, problems)
-            else:
-                _step(
-                    "CPU 录制存在", False, f"缺少 {rec.relative_to(REPO)}：运行 steps.py record {n}"
-                )
-            r = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", f"chapters/{c.dir.name}"],
-                cwd=root,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-            tail = "\n".join(r.stdout.strip().splitlines()[-1:])
-            _step(f"测试（{tail}）", r.returncode == 0, r.stdout)
-        except (StepsError, _StepFailed) as e:
-            print(f"   ✗ {e}", flush=True)
-            ok = False
-        finally:
-            if keep:
-                print(f"   切片保留在 {root}")
-            else:
-                shutil.rmtree(root, ignore_errors=True)
-    return ok
+    root = Path(tempfile.mkdtemp(prefix=f"minisgl-ch{n:02d}-"))
+    try:
+        compile_slice(n)
+        build(n, root)
+        env = _slice_env(root, n, "cpu")
+        mods = _module_names(n)
+        r = subprocess.run(
+            [sys.executable, "-c", _IMPORT_ALL, *mods],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        step(f"切片导入（{len(mods)} 个模块）", r.returncode == 0, r.stdout + r.stderr)
+        code, output = run_main(n, root, "cpu")
+        step("main（cpu）", code == 0, output)
+        rec = c.dir / "output.cpu.txt"
+        if rec.exists():
+            problems = _compare_recording(c, output)
+            step("CPU 录制与本次输出一致", not problems, problems)
+        else:
+            step("CPU 录制存在", False, f"缺少 {rec.relative_to(REPO)}：运行 steps.py record {n}")
+        r = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", f"chapters/{c.dir.name}"],
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        tail = "\n".join(r.stdout.strip().splitlines()[-1:])
+        step(f"测试（{tail}）", r.returncode == 0, r.stdout)
+    except (StepsError, _StepFailed) as e:
+        log.append(f"   ✗ {e}\n")
+        ok = False
+    finally:
+        if keep:
+            log.append(f"   切片保留在 {root}\n")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    head = f"== 第 {n} 章 {c.title}（{time.monotonic() - start:.0f}s）\n"
+    return ok, head + "".join(log)
 
 
 class _StepFailed(Exception):
     pass
-
-
-def _step(what: str, passed: bool, detail: str) -> None:
-    if passed:
-        print(f"   ✓ {what}", flush=True)
-        return
-    print(textwrap.indent(detail.rstrip()[-6000:], "     | "), flush=True)
-    raise _StepFailed(what)
 
 
 # ---------------------------------------------------------------- 录制运行结果
@@ -766,6 +783,7 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="逐章检查（默认全部）")
     c.add_argument("n", nargs="*", type=_parse_chapter)
     c.add_argument("--keep", action="store_true", help="保留临时切片目录")
+    c.add_argument("--jobs", "-j", type=int, default=1, help="同时检查几章（默认 1）")
     r = sub.add_parser("record", help="重新运行 main 并录制输出")
     r.add_argument("n", type=_parse_chapter)
     r.add_argument("--device", default="cpu")
@@ -793,7 +811,8 @@ def main(argv: list[str] | None = None) -> int:
             compile_slice(args.n)
             print(build(args.n, args.out))
         elif args.cmd == "check":
-            return 0 if check(args.n or [ch.number for ch in load_chapters()], args.keep) else 1
+            numbers = args.n or [ch.number for ch in load_chapters()]
+            return 0 if check(numbers, args.keep, args.jobs) else 1
         elif args.cmd == "record":
             if args.verify:
                 return 0 if check([args.n]) else 1

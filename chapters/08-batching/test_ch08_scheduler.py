@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +12,7 @@ import torch
 from minisgl.core import SamplingParams
 from minisgl.llm import LLM
 from minisgl.scheduler import ExitReq, LocalIO, PendingReq, Scheduler, SchedulerConfig
+from minisgl.utils.device import pick_device
 
 PROMPTS = [
     [9707, 11, 1879, 374],
@@ -22,8 +22,9 @@ PROMPTS = [
     [1],
 ]
 
-# CI 在 CPU 上跑；GPU 机器上 MINISGL_DEVICE=cuda 时同一组测试在 CUDA 上跑（流、事件、CUDA Graph）
-DEVICE = os.environ.get("MINISGL_DEVICE", "cpu")
+# 设备和包里的选法相同（MINISGL_DEVICE > cuda > mps > cpu）：CI 在 CPU 上跑，
+# GPU 机器上同一组测试在 CUDA 上跑（流、事件、CUDA Graph）
+DEVICE = str(pick_device())
 
 
 @pytest.mark.parametrize("page_size", [1, 4])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 from pathlib import Path
@@ -13,11 +12,13 @@ import torch
 from minisgl.core import SamplingParams
 from minisgl.llm import LLM
 from minisgl.scheduler import AbortReq, ExitReq, LocalIO, PendingReq, Scheduler, SchedulerConfig
+from minisgl.utils.device import pick_device
 
 PROMPTS = [list(range(400 + 100 * i, 400 + 100 * i + n)) for i, n in enumerate((9, 30, 2, 17, 5))]
 
-# CI 在 CPU 上跑；GPU 机器上 MINISGL_DEVICE=cuda 时同一组测试在 CUDA 上跑（流、事件、CUDA Graph）
-DEVICE = os.environ.get("MINISGL_DEVICE", "cpu")
+# 设备和包里的选法相同（MINISGL_DEVICE > cuda > mps > cpu）：CI 在 CPU 上跑，
+# GPU 机器上同一组测试在 CUDA 上跑（流、事件、CUDA Graph）
+DEVICE = str(pick_device())
 
 
 def make_llm(model: Path, overlap: bool, **overrides: object) -> LLM:

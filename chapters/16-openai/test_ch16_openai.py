@@ -241,7 +241,11 @@ def test_request_validation(body: dict[str, Any], param: str) -> None:
         with pytest.raises(ValidationError, match=param):
             cls.model_validate(body)
     ok = CompletionRequest.model_validate({"prompt": "hi", "logprobs": None, "user": "x"})
-    assert ok.stop_strings == [] and ok.token_limit is None
+    assert ok.stop_strings == [] and ok.token_limit == 16  # 补全接口的默认值，和 OpenAI 相同
+    assert CompletionRequest.model_validate({"prompt": "hi", "max_tokens": None}).token_limit == 16
+    chat = ChatCompletionRequest.model_validate({"prompt": "hi"})
+    assert chat.token_limit is None  # 对话接口：生成到上下文用完
+    assert chat.sampling_params().max_tokens > MAX_SEQ_LEN
     with pytest.raises(ValidationError, match="messages"):
         CompletionRequest.model_validate({"prompt": "hi", "messages": [{"role": "user"}]})
 
@@ -440,6 +444,12 @@ def test_openai_client_completions_and_usage(server: Any) -> None:
     )
     assert r.usage is not None and r.usage.completion_tokens == 8
     assert r.choices[0].finish_reason == "length" and r.choices[0].text
+    # 没给 max_tokens：补全接口按 OpenAI 的约定只生成 16 个
+    r = client.completions.create(
+        model="tiny", prompt=PROMPT, temperature=0, extra_body={"ignore_eos": True}
+    )
+    assert r.usage is not None and r.usage.completion_tokens == 16
+    assert r.choices[0].finish_reason == "length"
     stream = client.chat.completions.create(
         model="tiny",
         messages=[{"role": "user", "content": "hi"}],

@@ -1,7 +1,8 @@
 """第 18 章：Triton 分页注意力。
 
-没有 GPU 时 kernel 由 Triton 的解释器在 CPU 上执行（同一段 kernel 代码），CI 里测的就是它；
-在 GPU 机器上设 ``MINISGL_DEVICE=cuda``，同样的断言在编译后的 kernel 上再跑一遍，外加 bfloat16。
+设备和包里的选法相同（``MINISGL_DEVICE`` > cuda > mps > cpu）。不在 CUDA 上时 kernel 由 Triton 的
+解释器在 CPU 上执行（同一段 kernel 代码），CI 里测的就是它；在 GPU 机器上，同样的断言在编译后的
+kernel 上再跑一遍，外加 bfloat16。
 
 - extend（带缓存前缀、长短不一的一批）和 decode（split-K，含空的段）与一个逐请求的稠密参照相比；
   页大小 1、4、16，GQA 分组 1、2、4，输出缓冲区事先填满 nan，漏写的位置会露馅；
@@ -13,14 +14,15 @@
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-DEVICE = os.environ.get("MINISGL_DEVICE", "cpu")
+from minisgl.utils.device import pick_device
+
+DEVICE = str(pick_device())
 DTYPES = [torch.float32] + ([torch.bfloat16] if DEVICE.startswith("cuda") else [])
 TOL = {torch.float32: 2e-5, torch.bfloat16: 3e-2}
 

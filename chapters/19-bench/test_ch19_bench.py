@@ -5,7 +5,7 @@
   而且整批只拷两次（下标、槽位），不随批大小增长；
 - 屋顶线的下限：手算的小例子；百分位数和 torch.quantile 一致；
 - RMSNorm（可带残差）和 RoPE 的 Triton 版与 ``ops.py`` 的 PyTorch 写法一致：二维、三维的跨步视图、
-  原地写回；没有 GPU 时由 Triton 的解释器执行，``MINISGL_DEVICE=cuda`` 时在 GPU 上再测 bfloat16；
+  原地写回；不在 CUDA 上时由 Triton 的解释器执行，在 GPU 上（和包里一样挑设备）再测 bfloat16；
 - 报告：表格里有该有的数，SVG 是合法的 XML，同一个 JSON 画出同一张图；
 - 端到端：``python -m minisgl.benchmark --preset quick`` 跑完四项，JSON 里的数自洽。
 """
@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -34,9 +33,10 @@ from minisgl.models import ModelConfig
 from minisgl.scheduler import cache as cache_module
 from minisgl.scheduler.cache import CacheManager
 from minisgl.scheduler.utils import SchedReq
+from minisgl.utils.device import pick_device
 
 REPO = Path(__file__).resolve().parents[2]
-DEVICE = os.environ.get("MINISGL_DEVICE", "cpu")
+DEVICE = str(pick_device())  # 和包里的选法相同：MINISGL_DEVICE > cuda > mps > cpu
 DTYPES = [torch.float32] + ([torch.bfloat16] if DEVICE.startswith("cuda") else [])
 
 

@@ -19,8 +19,9 @@
   CUDA Graph 能捕获它。
 
 没有装 triton 时这个模块照样能导入（``triton`` 是可选依赖），只是 ``TRITON_AVAILABLE`` 为 False，
-后端不会被选中。没有 GPU 的机器上，同样的 kernel 由 Triton 的解释器逐条执行（张量在 CPU 上）：
-慢，但算的是同一段代码，CI 里没有 GPU 也能测 kernel 本身。
+后端不会被选中。不在 CUDA 上运行时（没有 GPU，或者设了 ``MINISGL_DEVICE=cpu``），同样的 kernel
+由 Triton 的解释器逐条执行（张量在 CPU 上）：慢，但算的是同一段代码，CI 里没有 GPU 也能测
+kernel 本身。
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from minisgl.utils.device import use_triton_interpreter_without_gpu
+from minisgl.utils.device import use_triton_interpreter_unless_cuda
 
 from .base import BaseAttnBackend, BaseAttnMetadata
 from .utils import to_device
@@ -48,7 +49,7 @@ __all__ = [
     "extend_attention",
 ]
 
-use_triton_interpreter_without_gpu()  # 必须在导入 triton 之前
+use_triton_interpreter_unless_cuda()  # 必须在导入 triton 之前
 try:
     import triton
 

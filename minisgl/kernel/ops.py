@@ -28,9 +28,9 @@ __all__ = [
 ]
 
 # >> ch19
-from minisgl.utils.device import use_triton_interpreter_without_gpu
+from minisgl.utils.device import use_triton_interpreter_unless_cuda
 
-use_triton_interpreter_without_gpu()  # 必须在导入 triton 之前
+use_triton_interpreter_unless_cuda()  # 必须在导入 triton 之前
 try:  # 可选：没有 triton 时 GPU 上也用下面的 PyTorch 写法
     from . import triton_ops
 except ImportError:

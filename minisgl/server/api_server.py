@@ -125,6 +125,7 @@ UNSUPPORTED_FIELDS: dict[str, tuple[Any, ...]] = {
     "response_format": (None, {"type": "text"}),
 }
 MAX_STOP_STRINGS = 16
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16
 
 
 # << ch16
@@ -190,15 +191,14 @@ class ChatCompletionRequest(BaseModel):
     def stop_strings(self) -> list[str]:
         return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
 
+    # << ch16
     @property
     def token_limit(self) -> int | None:
-        """客户端给的生成上限：新名字 max_completion_tokens 优先。"""
+        """客户端给的生成上限（新名字 max_completion_tokens 优先）；None 表示生成到上下文用完。"""
         return self.max_completion_tokens or self.max_tokens
 
-    # << ch16
-
     def sampling_params(self) -> SamplingParams:
-        limit = self.max_completion_tokens or self.max_tokens or UNLIMITED_TOKENS
+        limit = self.token_limit or UNLIMITED_TOKENS
         return SamplingParams(
             temperature=self.temperature,
             top_k=self.top_k,
@@ -217,6 +217,11 @@ class CompletionRequest(ChatCompletionRequest):
 
     messages: None = None  # 给了 messages 就是 400："messages: Input should be None"
     prompt: str = Field(min_length=1)
+
+    @property
+    def token_limit(self) -> int:
+        """OpenAI 的约定：补全接口没给 ``max_tokens``（或者给了 null）时只生成 16 个 token。"""
+        return super().token_limit or COMPLETIONS_DEFAULT_MAX_TOKENS
 
 
 # << ch16

@@ -344,15 +344,21 @@ def device_summary(device: DeviceLike) -> str:
 
 
 # >> ch18
-def use_triton_interpreter_without_gpu() -> None:
-    """没有 CUDA 时让 Triton 用解释器：kernel 在 CPU 张量上逐条执行（测试用）。
+def use_triton_interpreter_unless_cuda() -> None:
+    """运行设备（``pick_device()``）不是 CUDA 时让 Triton 用解释器：kernel 在 CPU 张量上逐条执行。
 
+    看的是这个进程**用**哪个设备，而不是机器上有没有 GPU：有 GPU 的机器上设了
+    ``MINISGL_DEVICE=cpu``，张量都在 CPU 上，编译出来的 GPU kernel 读不了它们。
     这个开关（环境变量 ``TRITON_INTERPRET``）只在导入 triton 的那一刻生效，所以要在第一次
     ``import triton`` 之前调用；用户自己设了这个变量时不改它。
     """
-    if not torch.cuda.is_available():
+    try:
+        on_cuda = pick_device().type == "cuda"
+    except (RuntimeError, ValueError):  # 设备写错了：留给真正用到设备的地方报错
+        on_cuda = False
+    if not on_cuda:
         os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
-__all__ += ["use_triton_interpreter_without_gpu"]
+__all__ += ["use_triton_interpreter_unless_cuda"]
 # << ch18
