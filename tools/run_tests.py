@@ -76,18 +76,22 @@ def stages(n_jobs: int) -> list[tuple[str, list[str]]]:
     ]
 
 
-def run(name: str, cmd: list[str]) -> tuple[bool, float]:
+def run(name: str, cmd: list[str], n_jobs: int) -> tuple[bool, float]:
     print(f"\n===== {name}: {' '.join(cmd[1:] if cmd[0] == PY else cmd)}", flush=True)
     t = time.perf_counter()
     # mkdocs-material 9.x 每次构建都打印一大段停止维护的提示，与测试无关
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    # 几个进程同时跑时，各自的 torch 只开自己那一份核：每个都按全部核数开线程只会互相抢
+    # （16 核的机器上 8 章同时检查，就是上百个线程抢 16 个核）
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n_jobs)))
     code = subprocess.run(cmd, cwd=REPO, env=env).returncode
     return code == 0, time.perf_counter() - t
 
 
 def main() -> int:
     start = time.perf_counter()
-    results = [(name, *run(name, cmd)) for name, cmd in stages(jobs())]
+    n_jobs = jobs()
+    results = [(name, *run(name, cmd, n_jobs)) for name, cmd in stages(n_jobs)]
     print(f"\n===== 汇总（共 {(time.perf_counter() - start) / 60:.1f} 分钟）")
     for name, ok, secs in results:
         print(f"  {'✓' if ok else '✗'} {name}（{secs:.0f}s）")

@@ -277,6 +277,10 @@ def _rank_main(folder: str, rank: int) -> None:
             timeout_s=job["timeout_s"],
         )
         result = fn(*job["args"])
+        if job["size"] > 1:
+            # 等所有 rank 都算完再离开：先走的 rank 会关掉连接，而别的 rank 可能还在建立连接
+            # （机器很忙时，gloo 会报 "Connection closed by peer"）
+            dist.barrier()
         destroy_distributed()
         out = path / f"rank{rank}.out"
         out.with_suffix(".tmp").write_bytes(pickle.dumps(result))
