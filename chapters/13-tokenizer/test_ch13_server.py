@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +15,7 @@ import psutil
 import pytest
 import torch
 
+import minisgl
 from minisgl.core import SamplingParams
 from minisgl.message import (
     AbortBackendMsg,
@@ -30,6 +35,9 @@ from minisgl.tokenizer import TokenizerWorker, tokenize_worker
 from minisgl.utils import ZmqPullQueue, ZmqPushQueue, load_tokenizer
 
 CHAT = [{"role": "user", "content": "用一句话介绍北京。"}]
+
+# 包含 minisgl 包的目录：子进程里把它放进 PYTHONPATH，确保导入的是同一份 minisgl（切片或完整包）
+PACKAGE_PARENT = str(Path(minisgl.__file__).resolve().parent.parent)
 
 
 @pytest.fixture(scope="module")
@@ -176,3 +184,50 @@ def test_two_tokenizers_share_an_address(tiny_model: Path, ipc_dir: str) -> None
     for q in (api, back, front):
         q.stop()
     assert os.listdir(ipc_dir) == []
+
+
+# tokenizer 进程只分词、反分词：引擎、调度器、注意力后端（以及 Triton）都不该被导入
+HEAVY = ("minisgl.engine", "minisgl.scheduler", "minisgl.attention", "triton")
+
+
+def test_worker_process_imports_no_engine(tiny_model: Path, ipc_dir: str) -> None:
+    """tokenizer 进程从启动到就绪导入了哪些模块：在新的解释器里真的运行一遍 ``tokenize_worker``。
+
+    不只看 ``import minisgl.tokenizer``：主函数里还会导入别的东西（加载分词器、读停止符）。
+    就绪时给自己发 SIGTERM，主函数照常退出，再看 ``sys.modules``。
+    """
+    code = textwrap.dedent(
+        """
+        import json, os, signal, sys
+
+        from minisgl.tokenizer import tokenize_worker
+
+        class ReadyThenStop:  # 代替启动器的 ack 队列：一就绪就让进程退出
+            def put(self, msg):
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        model, d = sys.argv[1:]
+        tokenize_worker(
+            tokenizer_path=model,
+            addr=f"ipc://{d}/tok",
+            create=True,
+            backend_addr=f"ipc://{d}/back",
+            frontend_addr=f"ipc://{d}/front",
+            ack_queue=ReadyThenStop(),
+        )
+        print(json.dumps(sorted(sys.modules)))
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=PACKAGE_PARENT)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tiny_model), ipc_dir],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    modules = json.loads(result.stdout.splitlines()[-1])
+    assert "minisgl.tokenizer.server" in modules and "transformers" in modules  # 确实走到了就绪
+    heavy = [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+    assert heavy == []

@@ -143,7 +143,7 @@ def hf_reference(tiny_model: Path) -> Any:
     """transformers 的贪心生成，按服务端的约定解码（去掉结尾的停止符，跳过特殊 token）。"""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from minisgl.scheduler import read_eos_token_ids
+    from minisgl.utils import read_eos_token_ids
 
     tok = AutoTokenizer.from_pretrained(tiny_model)
     hf = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32).eval()

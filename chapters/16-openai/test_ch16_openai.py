@@ -276,7 +276,7 @@ def hf_greedy(tiny_model: Path) -> Any:
     """transformers 的贪心生成：返回 (文本, 生成的 token 数（含停止符）, 是否因停止符结束)。"""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from minisgl.scheduler import read_eos_token_ids
+    from minisgl.utils import read_eos_token_ids
 
     tok = AutoTokenizer.from_pretrained(tiny_model)
     hf = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32).eval()

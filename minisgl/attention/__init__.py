@@ -15,7 +15,7 @@ from minisgl.utils import Registry
 
 from .base import BaseAttnBackend, BaseAttnMetadata
 from .native import NativeAttnBackend, NativeAttnMetadata
-from .utils import cu_seqlens, make_positions, page_slots, prepare_batch, to_device
+from .utils import cu_seqlens, make_positions, page_slots, prepare_batch
 
 if TYPE_CHECKING:
     from minisgl.kvcache import BaseKVCachePool
@@ -32,7 +32,6 @@ __all__ = [
     "make_positions",
     "page_slots",
     "prepare_batch",
-    "to_device",
 ]
 
 

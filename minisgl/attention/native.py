@@ -21,9 +21,10 @@ import torch.nn.functional as F
 
 from minisgl.core import Batch
 from minisgl.kvcache import BaseKVCachePool
+from minisgl.utils.device import to_device
 
 from .base import BaseAttnBackend, BaseAttnMetadata
-from .utils import cu_seqlens, to_device
+from .utils import cu_seqlens
 
 __all__ = ["NativeAttnBackend", "NativeAttnMetadata", "SeqPlan", "attention", "extend_causal_mask"]
 # >> ch07

@@ -32,10 +32,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from minisgl.utils.device import use_triton_interpreter_unless_cuda
+from minisgl.utils.device import to_device, use_triton_interpreter_unless_cuda
 
 from .base import BaseAttnBackend, BaseAttnMetadata
-from .utils import to_device
 
 if TYPE_CHECKING:
     from minisgl.core import Batch

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
-from minisgl.utils import pin_memory
+from minisgl.utils.device import to_device
 
 if TYPE_CHECKING:
     from minisgl.core import Batch, Req
 
-__all__ = ["cu_seqlens", "make_positions", "page_slots", "prepare_batch", "to_device"]
+__all__ = ["cu_seqlens", "make_positions", "page_slots", "prepare_batch"]
 
 
 def cu_seqlens(lengths: Sequence[int], device: torch.device | str = "cpu") -> torch.Tensor:
@@ -72,10 +72,3 @@ def prepare_batch(batch: Batch, page_table: torch.Tensor) -> Batch:
     # 页表已经在设备上：切片再拼接都在设备上完成，不需要把页表拷回主机
     batch.out_loc = torch.cat([page_table[r.table_idx, r.cached_len : r.device_len] for r in reqs])
     return batch
-
-
-def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
-    """主机上建好的小张量搬到计算设备。CUDA 上先锁页，拷贝才能和计算重叠（non_blocking）。"""
-    if torch.device(device).type == "cpu":
-        return t
-    return pin_memory(t, device).to(device, non_blocking=True)

@@ -1,7 +1,7 @@
 """``python -m minisgl.benchmark``：一条命令跑完全部基准测试，结果写成 JSON。
 
-两个预设：``full`` 是 issue 里的负载（Qwen3-0.6B 形状、bf16 随机权重、256 个请求），给 GPU 用；
-``quick`` 用内嵌的小模型和很小的负载，CPU 上几十秒跑完，用来看流程、做测试。
+两个预设：``full`` 是第 19 章正式结果用的负载（Qwen3-0.6B 形状、bf16 随机权重、256 个请求），
+给 GPU 用；``quick`` 用内嵌的小模型和很小的负载，CPU 上几十秒跑完，用来看流程、做测试。
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
-from minisgl.attention import to_device
 from minisgl.core import SamplingParams
+from minisgl.utils.device import to_device
 
 __all__ = ["BatchSamplingArgs", "Sampler", "top_k_top_p_mask"]
 

@@ -21,6 +21,8 @@ from typing import Any, Mapping
 
 import torch
 
+from minisgl.utils.mp import MessageDecodeError
+
 __all__ = [
     "MessageDecodeError",
     "class_table",
@@ -29,10 +31,6 @@ __all__ = [
 ]
 
 TENSOR_TYPE = "Tensor"  # 张量占用的类名；消息类不要取这个名字
-
-
-class MessageDecodeError(ValueError):
-    """收到的数据不是一条合法的消息：不是 msgpack、缺 ``__type__``、类名不认识、字段对不上……"""
 
 
 def class_table(namespace: Mapping[str, Any]) -> dict[str, type]:

@@ -14,7 +14,7 @@ from .config import SchedulerConfig
 from .decode import DecodeManager
 from .io import ExitReq, LocalIO, SchedulerCommand, SchedulerIO
 from .prefill import PrefillManager
-from .scheduler import ForwardOutput, Scheduler, read_eos_token_ids
+from .scheduler import ForwardOutput, Scheduler
 from .table import ReqTable
 from .utils import FinishReason, PendingReq, SchedReq, TokenOutput
 
@@ -34,7 +34,6 @@ __all__ = [
     "SchedulerConfig",
     "SchedulerIO",
     "TokenOutput",
-    "read_eos_token_ids",
 ]
 
 # >> ch11

@@ -15,7 +15,7 @@ from .utils import SchedReq
 __all__ = ["CacheManager"]
 
 # >> ch19
-from minisgl.attention import to_device
+from minisgl.utils.device import to_device
 
 # << ch19
 

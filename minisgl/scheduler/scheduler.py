@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import torch
@@ -15,8 +14,7 @@ from minisgl.attention import prepare_batch
 from minisgl.core import Batch
 from minisgl.engine import Engine
 from minisgl.kvcache import create_prefix_cache
-from minisgl.utils import init_logger
-from minisgl.utils.hf import resolve_model_path
+from minisgl.utils import init_logger, read_eos_token_ids
 
 from .cache import CacheManager
 from .config import SchedulerConfig
@@ -26,12 +24,12 @@ from .prefill import PrefillManager
 from .table import ReqTable
 from .utils import PendingReq, SchedReq, TokenOutput
 
-__all__ = ["ForwardOutput", "Scheduler", "read_eos_token_ids"]
+__all__ = ["ForwardOutput", "Scheduler"]
 
 # >> ch11
-from minisgl.attention import to_device
 from minisgl.env import ENV
 from minisgl.utils import Event, new_event, new_stream, pin_memory, stream_context
+from minisgl.utils.device import to_device
 
 from .utils import AbortReq
 
@@ -52,19 +50,6 @@ from minisgl.utils import pick_device
 from .io import ZmqIO
 
 # << ch14
-
-
-def read_eos_token_ids(model_path: str) -> tuple[int, ...]:
-    """模型的停止符：``generation_config.json`` 和 ``config.json`` 里的 ``eos_token_id`` 合在一起
-    （可以是一个数，也可以是一个列表；Qwen3 的对话模型有两个）。"""
-    folder = resolve_model_path(model_path, weights=False)
-    ids: set[int] = set()
-    for name in ("generation_config.json", "config.json"):
-        file = folder / name
-        if file.is_file():
-            value = json.loads(file.read_text(encoding="utf-8")).get("eos_token_id")
-            ids.update([value] if isinstance(value, int) else value or [])
-    return tuple(sorted(ids))
 
 
 @dataclass

@@ -42,7 +42,13 @@ from minisgl.message import (
     UserMsg,
     UserReply,
 )
-from minisgl.utils import ZmqPullQueue, ZmqPushQueue, init_logger, load_tokenizer
+from minisgl.utils import (
+    ZmqPullQueue,
+    ZmqPushQueue,
+    init_logger,
+    load_tokenizer,
+    read_eos_token_ids,
+)
 
 from .detokenize import DetokenizeManager
 from .tokenize import TokenizeManager
@@ -166,9 +172,8 @@ def tokenize_worker(
     try:
         if local_bs < 1:
             raise ValueError(f"local_bs must be >= 1, got {local_bs}")
-        from minisgl.scheduler import read_eos_token_ids  # 和调度器用同一组停止符
-
         tokenizer = load_tokenizer(tokenizer_path)
+        # 和调度器用同一组停止符（第 8 章）
         eos = {*read_eos_token_ids(tokenizer_path), tokenizer.eos_token_id} - {None}
         worker = TokenizerWorker(tokenizer, eos)
         recv = ZmqPullQueue(addr, create=create, decoder=BaseTokenizerMsg.decoder)

@@ -161,6 +161,18 @@ def pin_memory(t: torch.Tensor, device: DeviceLike) -> torch.Tensor:
     return t.pin_memory() if can_pin(device) else t
 
 
+# >> ch04
+def to_device(t: torch.Tensor, device: DeviceLike) -> torch.Tensor:
+    """主机上建好的小张量搬到计算设备。CUDA 上先锁页，拷贝才能和计算重叠（non_blocking）。"""
+    if torch.device(device).type == "cpu":
+        return t
+    return pin_memory(t, device).to(device, non_blocking=True)
+
+
+__all__ += ["to_device"]
+# << ch04
+
+
 # ---------------------------------------------------------------- 流与事件
 
 

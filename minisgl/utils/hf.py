@@ -104,3 +104,28 @@ def load_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
         with open(extra, encoding="utf-8") as f:
             tokenizer.chat_template = json.load(f)["chat_template"]
     return tokenizer
+
+
+# >> ch08
+__all__ += ["read_eos_token_ids"]
+
+
+def read_eos_token_ids(name_or_path: str | Path) -> tuple[int, ...]:
+    """模型的停止符：``generation_config.json`` 和 ``config.json`` 里的 ``eos_token_id`` 合在一起
+    （可以是一个数，也可以是一个列表；Qwen3 的对话模型有两个）。
+
+    调度器靠它判断请求何时结束，tokenizer 进程靠它在反分词时去掉停止符；两边读的是同一个函数，
+    停在哪个 token 上、去掉哪个 token 才对得上。放在这里而不是调度器里：只是读两个 JSON 文件，
+    tokenizer 进程不该为此导入调度器、Engine 和注意力后端。
+    """
+    folder = resolve_model_path(name_or_path, weights=False)
+    ids: set[int] = set()
+    for name in ("generation_config.json", "config.json"):
+        file = folder / name
+        if file.is_file():
+            value = json.loads(file.read_text(encoding="utf-8")).get("eos_token_id")
+            ids.update([value] if isinstance(value, int) else value or [])
+    return tuple(sorted(ids))
+
+
+# << ch08

@@ -20,10 +20,9 @@ import msgpack
 import zmq
 import zmq.asyncio
 
-from minisgl.message.utils import MessageDecodeError
-
 __all__ = [
     "IPC_PATH_MAX",
+    "MessageDecodeError",
     "ZmqAsyncPullQueue",
     "ZmqAsyncPushQueue",
     "ZmqPubQueue",
@@ -41,6 +40,14 @@ Decoder = Callable[[Any], T]
 # Unix domain socket 的路径放在 sockaddr_un.sun_path 里：Linux 108 字节、macOS 104 字节，
 # 都包括结尾的 '\0'。按小的那个算，路径最多 103 字节。
 IPC_PATH_MAX = 103
+
+
+class MessageDecodeError(ValueError):
+    """收到的数据不是一条合法的消息：不是 msgpack、缺 ``__type__``、类名不认识、字段对不上……
+
+    定义在这里而不是 ``minisgl.message``：队列解包（``_unpack``）时就要抛它，而 ``utils`` 在
+    ``message`` 之下，不能反过来导入它。``minisgl.message`` 原样导出同一个类。
+    """
 
 
 def ipc_addr(n: int, *, directory: str = "/tmp", pid: int | None = None) -> str:

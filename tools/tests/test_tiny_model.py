@@ -30,7 +30,8 @@ import make_tiny_model as mtm  # noqa: I001
 
 WEIGHT_VARIANTS = [name for name, v in mtm.VARIANTS.items() if v.seed is not None]
 PROMPTS = ["The capital of France is", "Hello world", "你好，我是", "def fibonacci(n):"]
-# 按同一配方另行实现时测得的默认模型续写（见 shared/notes/tiny-model.md §4）；
+# 默认模型对 PROMPTS[0] 贪心续写的前 10 个 token。它来自照同一配方独立写的另一份初始化代码，
+# 不是用 make_tiny_model.py 自己录下来的：配方（种子、尺度、哪些行清零）被悄悄改动时它会对不上。
 # 这 32 步里 top-1/top-2 的 logit 差距都 > 0.07，不会因浮点误差翻转。
 FRANCE_GOLDEN = [106725, 143958, 71105, 43504, 68132, 24458, 127713, 77734, 115732, 36630]
 
