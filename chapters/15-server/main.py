@@ -41,7 +41,9 @@ args = ["--dtype", "float32", "--num-pages", "4096", "--max-seq-len-override", "
 server = start_background_server(MODEL, *args, "--tp", str(TP), name="minisgl-ch15")
 proc, base = server.proc, server.url
 children = psutil.Process(proc.pid).children(recursive=True)
-workers = [c for c in children if "--multiprocessing-fork" in c.cmdline()]
+# 后端进程在 ps 里叫 minisgl::scheduler_0、minisgl::detokenizer……（另有一个 multiprocessing 的
+# resource_tracker，不算）
+workers = [c for c in children if " ".join(c.cmdline()).startswith("minisgl::")]
 print(
     f"服务就绪（约 {server.startup_s:.0f} 秒）：主进程（API Server）+ {len(workers)} 个工作进程"
     f"（调度器、tokenizer）"

@@ -143,8 +143,9 @@ waiter.start()
 while metric("running_requests") < 1:
     time.sleep(0.02)
 children = psutil.Process(proc.pid).children(recursive=True)
-workers = [c for c in children if "--multiprocessing-fork" in c.cmdline()]
-workers[0].kill()  # 第一个 spawn 出来的是调度器
+# 每个后端进程在 ps 里都有自己的名字（第 15 章的启动器设置），rank 0 的调度器叫这个
+scheduler = next(c for c in children if c.cmdline()[:1] == ["minisgl::scheduler_0"])
+scheduler.kill()
 waiter.join(60)
 print("进行中的请求:", result["status"], result["body"]["error"]["message"])
 health = httpx.get(f"{base}/health", timeout=5)

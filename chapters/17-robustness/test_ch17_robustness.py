@@ -6,6 +6,7 @@
 - 后端进程被杀：进行中的请求得到 503 / 错误事件，启动器关掉一切、退出码非 0，不留进程和文件；
 - shell 模式下后端进程被杀：停在提示符上的 shell 立刻退出（退出码非 0），而不是让用户一直等；
 - 负载下 SIGTERM：退出码 0，客户端都结束（不挂住），不留进程和文件；
+- 主进程被 SIGKILL：来不及删的 socket 文件，下一个服务启动时删掉；
 - schemathesis 按服务自己的 OpenAPI 模式生成合法和不合法的请求：没有 5xx、没有挂住，之后服务健康。
 """
 
@@ -46,6 +47,12 @@ def ipc_files(pid: int) -> list[str]:
 
 def children(server: Any) -> list[int]:
     return [c.pid for c in psutil.Process(server.proc.pid).children(recursive=True)]
+
+
+def worker(main_pid: int, title: str) -> psutil.Process:
+    """主进程下 ps 里叫 ``title`` 的那个后端进程，例如 ``minisgl::scheduler_0``。"""
+    kids = psutil.Process(main_pid).children(recursive=True)
+    return next(k for k in kids if k.cmdline()[:1] == [title])
 
 
 def is_idle(server: Any) -> bool:
@@ -247,12 +254,9 @@ def test_backend_killed_answers_503_and_shuts_down(
         for t in threads:
             t.start()
         assert first_chunk.wait(60)
-        kids = psutil.Process(srv.proc.pid).children(recursive=True)
-        pids = [k.pid for k in kids]
-        # 第一个 spawn 的是调度器，最后一个是 detokenizer（resource_tracker 不是 spawn 出来的）
-        workers = [k for k in kids if "--multiprocessing-fork" in k.cmdline()]
-        target = workers[0] if victim == "scheduler" else workers[-1]
-        target.send_signal(signal.SIGKILL)
+        pids = children(srv)
+        title = "minisgl::scheduler_0" if victim == "scheduler" else "minisgl::detokenizer"
+        worker(srv.proc.pid, title).send_signal(signal.SIGKILL)
         for t in threads:
             t.join(60)
             assert not t.is_alive(), "a client is still waiting after the backend died"
@@ -294,10 +298,9 @@ def test_shell_exits_when_the_backend_dies(tiny_model: Path, wait_until: Any) ->
     try:
         # 提示符 "> " 后面没有换行：按块读，看输出是不是停在它上面
         wait_until(lambda: b"".join(out).endswith(b"> "), 300, "the shell prompt")
-        kids = psutil.Process(proc.pid).children(recursive=True)
-        pids = [k.pid for k in kids]
-        scheduler = next(k for k in kids if "--multiprocessing-fork" in k.cmdline())
-        scheduler.send_signal(signal.SIGKILL)
+        assert psutil.Process(proc.pid).cmdline()[:1] == ["minisgl::shell"]
+        pids = [k.pid for k in psutil.Process(proc.pid).children(recursive=True)]
+        worker(proc.pid, "minisgl::scheduler_0").send_signal(signal.SIGKILL)
         code = proc.wait(timeout=60)
         reader.join(10)
         text = b"".join(out).decode("utf-8", errors="replace")
@@ -315,12 +318,7 @@ def test_health_turns_503_before_the_server_exits(server_kit: Any, tmp_path: Pat
     """没有请求在跑时后端挂了：/health 和新的请求都是 503（看门狗线程直接调用 fail）。"""
     srv = server_kit.start(tmp_path / "idle-fault.log")
     try:
-        workers = [
-            k
-            for k in psutil.Process(srv.proc.pid).children(recursive=True)
-            if "--multiprocessing-fork" in k.cmdline()
-        ]
-        workers[0].send_signal(signal.SIGKILL)
+        worker(srv.proc.pid, "minisgl::scheduler_0").send_signal(signal.SIGKILL)
         deadline = time.monotonic() + 30
         codes = []
         while time.monotonic() < deadline:
@@ -374,6 +372,58 @@ def test_sigterm_under_load_exits_cleanly(server_kit: Any, tmp_path: Path) -> No
         assert ipc_files(srv.proc.pid) == []
     finally:
         srv.kill()
+
+
+def test_sigkilled_server_leaves_no_socket_file_behind(
+    server_kit: Any, tmp_path: Path, wait_until: Any
+) -> None:
+    """主进程在流式输出的中途被 SIGKILL：它什么也来不及做，子进程被内核一并杀掉，
+    谁都没有删 socket 文件。下一个服务启动时认出它们（文件名里的 PID 已经不存在），删掉。"""
+    srv = server_kit.start(tmp_path / "killed.log")
+    try:
+        pids = children(srv)
+        assert ipc_files(srv.proc.pid) != []
+        body = {"prompt": "go", "max_tokens": 400, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", srv.url("/v1/completions"), json=body, timeout=60) as r:
+            assert next(line for line in r.iter_lines() if line).startswith("data: ")
+            srv.proc.send_signal(signal.SIGKILL)  # 只杀主进程
+            srv.proc.wait(timeout=30)  # 收尸：之后这个 PID 就不存在了
+        wait_until(lambda: not any(alive(p) for p in pids), 30, "the children to exit")
+    finally:
+        srv.kill()
+    # 这时文件还在（除非并行的别的测试先起了一个服务，替我们删了）
+    nxt = server_kit.start(tmp_path / "next.log")
+    try:
+        assert ipc_files(srv.proc.pid) == []
+        assert ipc_files(nxt.proc.pid) != []  # 活着的服务的文件不碰
+    finally:
+        assert nxt.stop() == 0
+    assert ipc_files(nxt.proc.pid) == []
+
+
+def test_remove_stale_ipc_files_only_touches_dead_owners(ipc_dir: str) -> None:
+    """只删主进程已经不在的 socket 文件：活着的服务的不碰，同名的普通文件不碰，别的名字不碰。"""
+    import socket
+
+    from minisgl.utils import remove_stale_ipc_files
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # 已经收尸：这个 PID 不存在了（短时间内不会被重用）
+
+    def bind(name: str) -> str:
+        path = os.path.join(ipc_dir, name)
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(path)  # 关掉 socket 之后文件还在，就像被 SIGKILL 的进程留下的
+        return path
+
+    stale = [bind(f"minisgl_{n}.pid={dead.pid}") for n in (0, 3)]
+    mine = bind(f"minisgl_0.pid={os.getpid()}")
+    other = bind(f"other_0.pid={dead.pid}")
+    plain = os.path.join(ipc_dir, f"minisgl_1.pid={dead.pid}")
+    Path(plain).write_text("not a socket")
+    assert sorted(remove_stale_ipc_files(ipc_dir)) == sorted(stale)
+    assert sorted(os.listdir(ipc_dir)) == sorted(os.path.basename(p) for p in (mine, other, plain))
+    assert remove_stale_ipc_files(os.path.join(ipc_dir, "missing")) == []
 
 
 # ---------------------------------------------------------------- 模糊测试

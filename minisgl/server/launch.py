@@ -1,11 +1,15 @@
 """启动器：按正确的顺序拉起所有进程，等它们都就绪再开门；关门时一个不剩地收拾干净。
 
-一个服务由这些进程组成（tp=2、默认一个 tokenizer 时共 4 个）::
+一个服务由这些进程组成（tp=2、默认一个 tokenizer 时共 4 个），左边是 ``ps`` 里看到的名字::
 
-    主进程：API Server（FastAPI + uvicorn）或交互式 shell
-      ├── minisgl-TP0-scheduler   rank 0：收请求、广播给其他 rank、发出新 token
-      ├── minisgl-TP1-scheduler   rank 1：只收 rank 0 的广播
-      └── minisgl-detokenizer     分词 + 反分词（--num-tokenizer N 时另有 N 个分词进程）
+    minisgl::api_server       主进程：API Server（FastAPI + uvicorn）；交互模式是 minisgl::shell
+      ├── minisgl::scheduler_0  rank 0：收请求、广播给其他 rank、发出新 token
+      ├── minisgl::scheduler_1  rank 1：只收 rank 0 的广播
+      └── minisgl::detokenizer  分词 + 反分词（--num-tokenizer N 时另有 N 个分词进程
+                                minisgl::tokenizer_0 … minisgl::tokenizer_{N-1}）
+
+日志和报错里用的是 ``multiprocessing`` 的进程名：``minisgl-TP0-scheduler``、
+``minisgl-detokenizer``、``minisgl-tokenizer-0``。
 
 启动：先占住 HTTP 端口、bind 前端的接收地址，再用 spawn 拉起子进程，等每个子进程往同一个
 ``multiprocessing.Queue`` 里放一条"就绪"，收齐了才开始服务。关闭（Ctrl-C、SIGTERM、shell 里的
@@ -25,27 +29,24 @@ import time
 from dataclasses import replace
 from typing import Any, Sequence
 
+from setproctitle import setproctitle
+
 from minisgl.distributed import DistributedInfo
-from minisgl.scheduler import Scheduler
+from minisgl.scheduler.serving import ServingScheduler
 from minisgl.utils import init_logger
 
 from .args import ServerArgs, parse_args
 
-__all__ = ["ServingScheduler", "launch_server", "shutdown_backend", "start_backend"]
+__all__ = ["launch_server", "shutdown_backend", "start_backend"]
 
 logger = init_logger(__name__, "initializer")
-kv_logger = init_logger(f"{__name__}.kv", "scheduler")  # 在调度器进程里打印
 
-# >> ch16
-from minisgl.message import BaseFrontendMsg, SchedulerStats
-from minisgl.utils import ZmqPushQueue
-
-STATS_INTERVAL = 0.1  # 忙的时候最多每 0.1 秒报一次账（/metrics 用）
-# << ch16
 # >> ch17
 import threading
 from collections.abc import Callable
 from multiprocessing import connection as mp_connection
+
+from minisgl.utils import remove_stale_ipc_files
 
 __all__ += ["BackendWatchdog"]
 # << ch17
@@ -54,15 +55,19 @@ __all__ += ["BackendWatchdog"]
 # ---------------------------------------------------------------- 子进程
 
 
-def _become_worker() -> None:
-    """每个子进程一开始就调用。
+def _become_worker(title: str) -> None:
+    """每个子进程一开始就调用，``title`` 是它在 ``ps`` 里的名字。
 
+    - 改名：spawn 出来的子进程在 ``ps``、``top`` 里全是 ``python -c "from multiprocessing.spawn
+      import spawn_main; ..." --multiprocessing-fork``，看不出哪个是调度器、占着显存的是哪个 rank。
+      ``setproctitle`` 改写进程的命令行（Linux 上同时改内核里 15 字节的短名），运维一眼就能认出来；
     - 忽略 SIGINT：终端里的 Ctrl-C 会发给整个前台进程组。如果每个子进程都被各自的
       ``KeyboardInterrupt`` 打断，调度器可能正停在 rank 之间的集合通信里，一个退出、另一个就一直
       等下去；交给主进程按顺序关闭，先后是确定的。
     - 主进程一死（哪怕是被 SIGKILL），子进程也跟着被内核杀掉（Linux 的 ``PR_SET_PDEATHSIG``），
       不会变成孤儿一直占着内存和显存。
     """
+    setproctitle(title)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         import ctypes
@@ -70,81 +75,9 @@ def _become_worker() -> None:
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
 
 
-class ServingScheduler(Scheduler):
-    """服务里的调度器：每次从"有活"变成"没活"时，在日志里报一次 KV 池和请求表的账目。
-
-    所有请求都结束（或被中止）之后，可用页应该回到总页数、请求表的行全部空闲；少了，就是有请求
-    漏了释放。测试读这一行，确认客户端断开后资源真的还了回来。
-    """
-
-    busy: bool = False
-    # >> ch16
-    stats_queue: ZmqPushQueue[BaseFrontendMsg] | None = None
-    last_stats: SchedulerStats | None = None
-    last_stats_at: float = 0.0
-    # << ch16
-
-    def step(self) -> list[Any]:
-        outputs = super().step()
-        if self.has_work:
-            self.busy = True
-        elif self.busy:
-            self.busy = False
-            self.report_kv("idle")
-        # >> ch16
-        self.publish_stats(force=not self.has_work)  # 变成空闲时一定报一次
-        # << ch16
-        return outputs
-
-    def report_kv(self, when: str) -> None:
-        cache = self.cache
-        kv_logger.info(  # 每个 rank 报自己的池子：张量并行时每个 rank 都要还回来
-            f"{when}: KV pages available {cache.available_pages}/{cache.num_pages} "
-            f"({cache.num_free_pages} free), free rows {self.table.num_free}/"
-            f"{self.config.max_running_reqs}"
-        )
-
-    # >> ch16
-    def snapshot(self) -> SchedulerStats:
-        cache = self.cache
-        evictable = cache.prefix_cache.size_info[0]
-        return SchedulerStats(
-            running=len(self.live_reqs()),
-            waiting=len(self.prefill_manager.pending),
-            kv_pages_total=cache.num_pages,
-            kv_pages_free=cache.num_free_pages,
-            kv_pages_cached=evictable,
-            rows_free=self.table.num_free,
-            rows_total=self.config.max_running_reqs,
-        )
-
-    def publish_stats(self, force: bool = False) -> None:
-        """账目变了就发给 API Server（只有 rank 0 发）；忙的时候限频，``force`` 时不限。"""
-        addr = getattr(self.config, "zmq_frontend_addr", None)
-        if addr is None or not self.config.tp_info.is_primary():
-            return
-        now = time.monotonic()
-        if not force and now - self.last_stats_at < STATS_INTERVAL:
-            return  # 先看限频再算快照：这在每一步的热路径上
-        stats = self.snapshot()
-        if stats == self.last_stats:
-            return
-        if self.stats_queue is None:  # 直接连到 API Server 的接收地址，不经过 detokenizer
-            self.stats_queue = ZmqPushQueue(addr, create=False, encoder=BaseFrontendMsg.encoder)
-        self.stats_queue.put(stats)
-        self.last_stats, self.last_stats_at = stats, now
-
-    def shutdown(self) -> None:
-        if self.stats_queue is not None:
-            self.stats_queue.stop()
-        super().shutdown()
-
-    # << ch16
-
-
 def _run_scheduler(args: ServerArgs, ack_queue: Any) -> None:
     """一个 TP rank 的调度器进程。"""
-    _become_worker()
+    _become_worker(f"minisgl::scheduler_{args.tp_info.rank}")
     import torch
 
     from minisgl.utils import pick_device
@@ -159,7 +92,13 @@ def _run_scheduler(args: ServerArgs, ack_queue: Any) -> None:
         if sys.platform.startswith("linux"):  # 都在本机：gloo 走回环网卡，不依赖主机名解析
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     with torch.inference_mode():
-        scheduler = ServingScheduler(args)
+        # ~~ ch15 < ch16
+        # ~ scheduler = ServingScheduler(args)
+        # ~~
+        # >> ch16
+        # rank 0 把账目直接推给 API Server（/metrics 用）
+        scheduler = ServingScheduler(args, stats_addr=args.zmq_frontend_addr)
+        # << ch16
         try:
             scheduler.sync_all_ranks()  # 所有 rank 都初始化完（包括广播的订阅）再开始
             scheduler.report_kv("ready")
@@ -175,9 +114,9 @@ def _run_scheduler(args: ServerArgs, ack_queue: Any) -> None:
             scheduler.shutdown()
 
 
-def _run_tokenizer(**kwargs: Any) -> None:
+def _run_tokenizer(title: str, **kwargs: Any) -> None:
     """tokenizer / detokenizer 进程：第 13 章的 ``tokenize_worker``，先做子进程的准备。"""
-    _become_worker()
+    _become_worker(title)
     from minisgl.tokenizer import tokenize_worker
 
     tokenize_worker(**kwargs)
@@ -216,12 +155,26 @@ def start_backend(args: ServerArgs, ready_timeout: float | None = None) -> list[
     )
     n = args.num_tokenizer
     detok = dict(common, addr=args.zmq_detokenizer_addr, create=True, tokenizer_id=n)
-    procs.append(ctx.Process(target=_run_tokenizer, kwargs=detok, name="minisgl-detokenizer"))
+    procs.append(
+        ctx.Process(
+            target=_run_tokenizer,
+            args=("minisgl::detokenizer",),
+            kwargs=detok,
+            name="minisgl-detokenizer",
+        )
+    )
     for i in range(n):
         tok = dict(
             common, addr=args.zmq_tokenizer_addr, create=args.tokenizer_create_addr, tokenizer_id=i
         )
-        procs.append(ctx.Process(target=_run_tokenizer, kwargs=tok, name=f"minisgl-tokenizer-{i}"))
+        procs.append(
+            ctx.Process(
+                target=_run_tokenizer,
+                args=(f"minisgl::tokenizer_{i}",),
+                kwargs=tok,
+                name=f"minisgl-tokenizer-{i}",
+            )
+        )
     try:
         for p in procs:
             p.start()
@@ -347,6 +300,13 @@ def launch_server(argv: Sequence[str] | None = None, *, shell: bool = False) -> 
     from .api_server import init_frontend
 
     args = parse_args(argv, shell=shell)
+    setproctitle("minisgl::shell" if args.shell else "minisgl::api_server")  # ps 里的名字
+    # >> ch17
+    # 上一个被 SIGKILL 的服务留下的 socket 文件：它的主进程已经不在了，趁现在删掉
+    for directory in sorted({os.path.dirname(path) for path in args.ipc_files}):
+        for path in remove_stale_ipc_files(directory):
+            logger.info(f"removed stale ipc socket file {path}")
+    # << ch17
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     sock = None if args.shell else _bind_http_socket(args.host, args.port)
     state = init_frontend(args)  # bind 前端的接收地址：detokenizer 一起来就能连上

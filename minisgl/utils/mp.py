@@ -264,3 +264,51 @@ class ZmqSubQueue(_ZmqQueue, Generic[T]):
 
     def empty(self) -> bool:
         return self.socket.poll(timeout=0) == 0
+
+
+# >> ch17
+import re
+import stat
+
+_IPC_FILE_NAME = re.compile(r"minisgl_\d+\.pid=(\d+)")  # ipc_addr 生成的文件名
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # 信号 0：什么也不发，只问这个进程在不在
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # 在，只是属于别的用户
+        return True
+    return True
+
+
+def remove_stale_ipc_files(directory: str = "/tmp") -> list[str]:
+    """删掉 ``directory`` 里主进程已经不在了的 ipc socket 文件，返回删掉的路径。
+
+    主进程被 SIGKILL 时谁也来不及收拾：它自己什么都做不了，子进程被内核一并杀掉，bind 出来的
+    socket 文件留在目录里，再也没有人删。文件名里带着主进程的 PID（``ipc_addr``），服务启动时
+    扫一遍：PID 已经不存在的就是残留。PID 还在的不碰——那可能是同一台机器上另一个正在运行的服务。
+    """
+    removed: list[str] = []
+    try:
+        with os.scandir(directory) as it:
+            entries = list(it)
+    except OSError:  # 目录不存在或读不了：没有什么可清理的
+        return removed
+    for entry in entries:
+        m = _IPC_FILE_NAME.fullmatch(entry.name)
+        if m is None or _pid_alive(int(m.group(1))):
+            continue
+        try:
+            # 只删 socket：同名的普通文件不是 bind 建的
+            if stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode):
+                os.unlink(entry.path)
+                removed.append(entry.path)
+        except OSError:  # 刚被别人删掉，或者属于别的用户
+            pass
+    return removed
+
+
+__all__ += ["remove_stale_ipc_files"]
+# << ch17
