@@ -23,7 +23,7 @@ import httpx
 import psutil
 from openai import OpenAI
 
-from minisgl.server.background import start_background_server
+from minisgl.server.launch import start_background_server
 
 MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
 TP = int(os.environ.get("MINISGL_TP", "1"))

@@ -21,7 +21,7 @@ import httpx
 import psutil
 from openai import OpenAI
 
-from minisgl.server.background import start_background_server
+from minisgl.server.launch import start_background_server
 
 MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
 # 在后台的子进程里启动服务、等它就绪（第 15 章的 start_background_server）

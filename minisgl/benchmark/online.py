@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from minisgl.server.background import start_background_server
+from minisgl.server.launch import start_background_server
 
 __all__ = ["percentile", "run_clients", "serve"]
 

@@ -18,28 +18,39 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import multiprocessing as mp
 import os
 import queue
 import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from setproctitle import setproctitle
 
 from minisgl.distributed import DistributedInfo
-from minisgl.scheduler.serving import ServingScheduler
+from minisgl.scheduler import Scheduler
 from minisgl.utils import init_logger
 
 from .args import ServerArgs, parse_args
 
-__all__ = ["launch_server", "shutdown_backend", "start_backend"]
+__all__ = [
+    "BackgroundServer",
+    "ServingScheduler",
+    "launch_server",
+    "shutdown_backend",
+    "start_background_server",
+    "start_backend",
+]
 
 logger = init_logger(__name__, "initializer")
+kv_logger = init_logger(f"{__name__}.kv", "scheduler")  # 在调度器进程里打印
 
 # >> ch17
 import threading
@@ -50,6 +61,10 @@ from minisgl.utils import remove_stale_ipc_files
 
 __all__ += ["BackendWatchdog"]
 # << ch17
+# >> ch16
+from minisgl.scheduler.stats import StatsPublisher
+
+# << ch16
 
 
 # ---------------------------------------------------------------- 子进程
@@ -75,6 +90,53 @@ def _become_worker(title: str) -> None:
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
 
 
+class ServingScheduler(Scheduler):
+    """服务里的调度器：每次从"有活"变成"没活"时，在日志里报一次 KV 池和请求表的账目。
+
+    所有请求都结束（或被中止）之后，可用页应该回到总页数、请求表的行全部空闲；少了，就是有请求
+    漏了释放。测试读这一行，确认客户端断开后资源真的还了回来。
+    """
+
+    busy: bool = False
+    # >> ch16
+    publisher: StatsPublisher | None = None  # rank 0 把账目推给 API Server（/metrics 用）
+
+    def __init__(self, args: ServerArgs) -> None:
+        super().__init__(args)
+        if args.tp_info.is_primary() and args.zmq_frontend_addr is not None:
+            self.publisher = StatsPublisher(args.zmq_frontend_addr)
+
+    # << ch16
+    def step(self) -> list[Any]:
+        outputs = super().step()
+        if self.has_work:
+            self.busy = True
+        elif self.busy:
+            self.busy = False
+            self.report_kv("idle")
+        # >> ch16
+        if self.publisher is not None:
+            self.publisher.publish(self, force=not self.has_work)  # 变成空闲时一定报一次
+        # << ch16
+        return outputs
+
+    def report_kv(self, when: str) -> None:
+        cache = self.cache
+        kv_logger.info(  # 每个 rank 报自己的池子：张量并行时每个 rank 都要还回来
+            f"{when}: KV pages available {cache.available_pages}/{cache.num_pages} "
+            f"({cache.num_free_pages} free), free rows {self.table.num_free}/"
+            f"{self.config.max_running_reqs}"
+        )
+
+    # >> ch16
+    def shutdown(self) -> None:
+        if self.publisher is not None:
+            self.publisher.stop()
+        super().shutdown()
+
+    # << ch16
+
+
 def _run_scheduler(args: ServerArgs, ack_queue: Any) -> None:
     """一个 TP rank 的调度器进程。"""
     _become_worker(f"minisgl::scheduler_{args.tp_info.rank}")
@@ -92,19 +154,14 @@ def _run_scheduler(args: ServerArgs, ack_queue: Any) -> None:
         if sys.platform.startswith("linux"):  # 都在本机：gloo 走回环网卡，不依赖主机名解析
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     with torch.inference_mode():
-        # ~~ ch15 < ch16
-        # ~ scheduler = ServingScheduler(args)
-        # ~~
-        # >> ch16
-        # rank 0 把账目直接推给 API Server（/metrics 用）
-        scheduler = ServingScheduler(args, stats_addr=args.zmq_frontend_addr)
-        # << ch16
+        scheduler = ServingScheduler(args)
         try:
             scheduler.sync_all_ranks()  # 所有 rank 都初始化完（包括广播的订阅）再开始
             scheduler.report_kv("ready")
             if args.tp_info.is_primary():
                 # >> ch16
-                scheduler.publish_stats(force=True)
+                if scheduler.publisher is not None:
+                    scheduler.publisher.publish(scheduler, force=True)
                 # << ch16
                 ack_queue.put("Scheduler is ready")
             if args.silent_output:
@@ -369,3 +426,80 @@ def launch_server(argv: Sequence[str] | None = None, *, shell: bool = False) -> 
     if watchdog is not None and watchdog.failure is not None:
         raise SystemExit(f"exiting because {watchdog.failure}")  # 退出码 1：让外面的监控知道
     # << ch17
+
+
+# ---------------------------------------------------------------- 在后台运行服务
+# 各章的 main、基准测试都像普通用户一样用服务：在后台的子进程里运行 ``python -m minisgl``。
+# - 端口由内核挑一个空闲的，日志写进一个临时文件（出错时把最后一段带进异常）；
+# - 服务在自己的会话（进程组）里：结束时能把它和它的子进程当成一组来检查、来收拾；
+# - 就绪的标志是 ``/health`` 返回 200：启动器收齐所有子进程的"就绪"之后才开始监听端口；
+# - 无论中途出了什么错（包括在 notebook 里中断），解释器退出时整组进程都会被杀掉。
+
+
+@dataclass
+class BackgroundServer:
+    proc: subprocess.Popen[bytes]  # 主进程（API Server）；它的 pid 也是进程组号
+    url: str  # http://127.0.0.1:端口
+    log_path: str
+    startup_s: float  # 从启动到就绪的秒数
+
+    def log_text(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def stop(self, timeout: float = 60) -> int:
+        """像按 Ctrl-C 一样给主进程发 SIGINT，等它按顺序关闭，返回退出码；超时就整组杀掉。"""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """整组 SIGKILL，删掉日志。可以调用多次（解释器退出时还会再调用一次）。"""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:  # 已经正常关掉了
+            pass
+        self.proc.wait()
+        if os.path.exists(self.log_path):
+            os.unlink(self.log_path)
+
+
+def start_background_server(
+    model: str, *args: str, name: str = "minisgl", timeout: float = 300
+) -> BackgroundServer:
+    """启动 ``python -m minisgl --model MODEL ARGS...``，等到就绪再返回。
+
+    ``model`` 只有配置、没有权重（比如 ``models/qwen3-0.6b-shape``）时自动加 ``--dummy-weights``，
+    按真实形状填随机权重。服务没起来（进程退出或超时）时抛 ``RuntimeError``，带着日志的最后一段。
+    """
+    import httpx
+
+    from minisgl.engine import has_weight_files
+
+    with socket.socket() as s:  # 让内核挑一个空闲端口
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    fd, log_path = tempfile.mkstemp(prefix=f"{name}-", suffix=".log")
+    cmd = [sys.executable, "-m", "minisgl", "--model", model, "--port", str(port), *args]
+    if not has_weight_files(model):
+        cmd.append("--dummy-weights")
+    with os.fdopen(fd, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = BackgroundServer(proc, f"http://127.0.0.1:{port}", log_path, 0.0)
+    atexit.register(server.kill)
+    start = time.time()
+    while True:
+        if proc.poll() is not None or time.time() - start > timeout:
+            tail = server.log_text()[-3000:]
+            server.kill()
+            raise RuntimeError(f"the server did not start:\n{tail}")
+        try:
+            if httpx.get(f"{server.url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    server.startup_s = time.time() - start
+    return server
