@@ -36,7 +36,9 @@ PACKAGE_PARENT = str(Path(minisgl.__file__).resolve().parent.parent)
 
 
 def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=PACKAGE_PARENT)
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")])
+    )
     return subprocess.run(
         [sys.executable, *args] if args else [sys.executable, "-c", code],
         capture_output=True,

@@ -252,7 +252,12 @@ def test_hub_id_offline_gives_a_clear_error(tmp_path: Path) -> None:
             print(e)
         """
     )
-    env = dict(os.environ, PYTHONPATH=PACKAGE_PARENT, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")]),
+        HF_HUB_OFFLINE="1",
+        HF_HOME=str(tmp_path),
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
     )

@@ -109,7 +109,11 @@ WORKER = textwrap.dedent(
 def test_two_gloo_processes(tmp_path: Path) -> None:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    env = dict(os.environ, PYTHONPATH=PACKAGE_PARENT, OMP_NUM_THREADS="1")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")]),
+        OMP_NUM_THREADS="1",
+    )
     proc = subprocess.run(
         [sys.executable, str(script), str(tmp_path)],
         capture_output=True,

@@ -218,7 +218,9 @@ def test_worker_process_imports_no_engine(tiny_model: Path, ipc_dir: str) -> Non
         print(json.dumps(sorted(sys.modules)))
         """
     )
-    env = dict(os.environ, PYTHONPATH=PACKAGE_PARENT)
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")])
+    )
     result = subprocess.run(
         [sys.executable, "-c", code, str(tiny_model), ipc_dir],
         capture_output=True,
