@@ -28,8 +28,8 @@ from pathlib import Path
 PRACTICE_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(PRACTICE_DIR))
 
-import judge_core  # 需要先把 practice/ 放进 sys.path
-from judge_core import Report, SourceFile
+import judge_core  # noqa: E402 —— 需要先把 practice/ 放进 sys.path
+from judge_core import Report, SourceFile  # noqa: E402
 
 PROBLEMS_DIR = PRACTICE_DIR / "problems"
 JUDGE_CORE = PRACTICE_DIR / "judge_core.py"

@@ -8,8 +8,14 @@
     ...
     # << ch11
     # ~~ ch08 < ch11          只在第 8～10 章出现的行，每行写成 '#~ <代码>'
-    #~ self.run_normal()      （ruff format 会改写成 '# ~ <代码>'，也认）
+    #~ self.run_normal()      （ruff format 会改写成 '# ~ <代码>'，也认；空行写成 '#~'）
     # ~~
+
+每一章的切片和最终的包一样要过 ruff（``check`` 会检查）。标记行在切片里消失，所以：
+块外的空行每一章都有，块内的空行只在块出现的章节才有，两边加起来要符合 ruff format；
+ruff format 会在紧跟 import 的注释前加一个空行，所以标记不能夹在同一个 import 块的两行之间——
+给已有的 import 加名字时用括号把它写成多行，标记放在括号里；新模块的 import 放进块里、
+写在模块的代码之后（这些文件在 pyproject.toml 里单独允许 E402）。
 
 命令：list / stats N / tree N / build N --out DIR / diff N / check [N ...] / record N /
 run N|latest。
@@ -267,8 +273,9 @@ def parse_markers(text: str, path: str, first: int, known: set[int]) -> list[_Li
                 if line.strip():
                     raise err(lineno, "删除块里的每一行都要写成 '#~ <代码>'")
                 out.append(_Line("", lo, hi, lineno))
-            else:
-                out.append(_Line(m.group(1) + (m.group(2) or ""), lo, hi, lineno))
+            else:  # 只有 '#~' 的行是空行：不留缩进，切片里不会出现只有空白的行
+                code = m.group(2)
+                out.append(_Line(m.group(1) + code if code else "", lo, hi, lineno))
         else:
             if _STRAY_DELETED.match(line):
                 raise err(lineno, "'#~' 行只能出现在删除块（# ~~ chA < chB … # ~~）里")
@@ -471,6 +478,24 @@ def compile_slice(n: int) -> None:
             ) from None
 
 
+def lint_slice(root: Path) -> str:
+    """用仓库的 ruff 配置（``build`` 复制进切片的 pyproject.toml）检查切片里的包：
+    ``ruff check`` 和 ``ruff format --check``。干净时返回空字符串，否则返回 ruff 的输出
+    （格式问题带 diff：切片里的行号和源文件不同，看上下文找到源文件里的那几行）。"""
+    config = root / "pyproject.toml"
+    out = []
+    for args in (["check"], ["format", "--check", "--diff"]):
+        r = subprocess.run(
+            [sys.executable, "-m", "ruff", *args, "--no-cache", "--config", str(config), PACKAGE],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode != 0:
+            out.append(f"$ ruff {' '.join(args)} {PACKAGE}\n{r.stdout}{r.stderr}")
+    return "\n".join(out)
+
+
 def validate() -> None:
     """检查所有清单和所有文件的标记（不编译）。"""
     for rel in _homes():
@@ -557,7 +582,7 @@ def _ensure_models() -> None:
 
 
 def check(numbers: list[int], keep: bool = False, jobs: int = 1) -> bool:
-    """逐章检查：标记、编译、只用切片的导入、main、测试、CPU 录制是否最新。
+    """逐章检查：标记、编译、ruff、只用切片的导入、main、测试、CPU 录制是否最新。
 
     ``jobs > 1`` 时几章同时检查（每章都在自己的临时目录里、自己的子进程中，互不相干）；
     每章的结果在这一章检查完后整段打印，顺序和章号一致。
@@ -592,6 +617,8 @@ def _check_one(n: int, keep: bool) -> tuple[bool, str]:
     try:
         compile_slice(n)
         build(n, root)
+        problems = lint_slice(root)
+        step("ruff check、ruff format --check", not problems, problems)
         env = _slice_env(root, n, "cpu")
         mods = _module_names(n)
         r = subprocess.run(

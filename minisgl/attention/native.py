@@ -49,6 +49,29 @@ def extend_causal_mask(
     return torch.ones(extend_len, total, dtype=torch.bool, device=device).tril(diagonal=cached_len)
 
 
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+) -> torch.Tensor:
+    """一个序列的注意力。``q``: ``(L, Hq, D)``；``k``、``v``: ``(S, Hkv, D)``；
+    ``mask``: ``(L, S)`` 布尔或 None。返回 ``(L, Hq, D)``。
+
+    GQA：``Hq`` 个 q 头分成 ``Hkv`` 组，第 h 个 q 头用第 ``h // (Hq // Hkv)`` 个 KV 头。
+    ``repeat_interleave`` 把每个 KV 头连续复制 ``Hq // Hkv`` 份，正好排成这个对应关系
+    （``repeat`` 会排成 0,1,0,1……，是错的）。
+    """
+    if q.shape[1] % k.shape[1] != 0:
+        raise ValueError(f"{q.shape[1]} q heads cannot share {k.shape[1]} kv heads evenly")
+    group = q.shape[1] // k.shape[1]
+    if group > 1:
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+    # SDPA 要的是 (头数, 序列长度, head_dim)；缩放默认就是 1 / sqrt(head_dim)
+    o = F.scaled_dot_product_attention(
+        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask
+    )
+    return o.transpose(0, 1)
+
+
 @dataclass
 class SeqPlan:
     """一个请求在这一步的计算计划。"""
@@ -185,33 +208,7 @@ class NativeAttnBackend(BaseAttnBackend):
         )
         return o[:, :, 0, :]
 
-    # << ch07
 
-
-def attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
-) -> torch.Tensor:
-    """一个序列的注意力。``q``: ``(L, Hq, D)``；``k``、``v``: ``(S, Hkv, D)``；
-    ``mask``: ``(L, S)`` 布尔或 None。返回 ``(L, Hq, D)``。
-
-    GQA：``Hq`` 个 q 头分成 ``Hkv`` 组，第 h 个 q 头用第 ``h // (Hq // Hkv)`` 个 KV 头。
-    ``repeat_interleave`` 把每个 KV 头连续复制 ``Hq // Hkv`` 份，正好排成这个对应关系
-    （``repeat`` 会排成 0,1,0,1……，是错的）。
-    """
-    if q.shape[1] % k.shape[1] != 0:
-        raise ValueError(f"{q.shape[1]} q heads cannot share {k.shape[1]} kv heads evenly")
-    group = q.shape[1] // k.shape[1]
-    if group > 1:
-        k = k.repeat_interleave(group, dim=1)
-        v = v.repeat_interleave(group, dim=1)
-    # SDPA 要的是 (头数, 序列长度, head_dim)；缩放默认就是 1 / sqrt(head_dim)
-    o = F.scaled_dot_product_attention(
-        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask
-    )
-    return o.transpose(0, 1)
-
-
-# >> ch07
 @dataclass
 class NativeGraphMetadata(BaseAttnMetadata):
     """decode 专用、形状固定的元数据（CUDA Graph 捕获时用；CPU 上也能即时运行，测试用它）。"""

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
+from .info import DistributedInfo, get_tp_info, reset_tp_info, set_tp_info
+
+__all__ = ["DistributedInfo", "get_tp_info", "reset_tp_info", "set_tp_info"]
 # >> ch03
 from .impl import DistributedCommunicator
 
+__all__ += ["DistributedCommunicator"]
 # << ch03
-from .info import DistributedInfo, get_tp_info, reset_tp_info, set_tp_info
-
-__all__ = [
-    # >> ch03
-    "DistributedCommunicator",
-    # << ch03
-    "DistributedInfo",
-    "get_tp_info",
-    "reset_tp_info",
-    "set_tp_info",
-]
 # >> ch06
 from .impl import destroy_distributed, init_distributed, spawn_ranks
 

@@ -22,7 +22,6 @@ from minisgl.core import SamplingParams
 from minisgl.utils.device import to_device
 
 __all__ = ["BatchSamplingArgs", "Sampler", "top_k_top_p_mask"]
-
 # >> ch16
 import random
 

@@ -27,6 +27,7 @@ __all__ = [
     # << ch04
 ]
 
+
 # >> ch19
 from minisgl.utils.device import use_triton_interpreter_unless_cuda
 
@@ -43,8 +44,6 @@ def _use_triton(x: torch.Tensor, weight: torch.Tensor) -> bool:
 
 
 # << ch19
-
-
 # ---------------------------------------------------------------- embedding 查表
 
 

@@ -45,12 +45,6 @@ from minisgl.utils import Registry
 from .base import BasePrefixCache, CacheHandle
 from .naive_cache import NaivePrefixCache
 
-# >> ch10
-from .radix_cache import RadixNode, RadixPrefixCache
-
-__all__ += ["RadixNode", "RadixPrefixCache"]
-# << ch10
-
 __all__ += [
     "SUPPORTED_PREFIX_CACHES",
     "BasePrefixCache",
@@ -58,6 +52,11 @@ __all__ += [
     "NaivePrefixCache",
     "create_prefix_cache",
 ]
+# >> ch10
+from .radix_cache import RadixNode, RadixPrefixCache
+
+__all__ += ["RadixNode", "RadixPrefixCache"]
+# << ch10
 
 # 按名字登记：命令行上的 --cache-type 在这里找实现。第 10 章再登记一个 "radix"
 SUPPORTED_PREFIX_CACHES: Registry[Callable[[int], BasePrefixCache]] = Registry("prefix cache")

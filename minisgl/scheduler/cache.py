@@ -8,18 +8,23 @@ import torch
 
 from minisgl.attention import page_slots
 from minisgl.kvcache import BasePrefixCache, CacheHandle
-from minisgl.utils import align_down, div_ceil
+from minisgl.utils import (
+    # >> ch10
+    align_down,
+    # << ch10
+    div_ceil,
+)
 
 from .utils import SchedReq
 
 __all__ = ["CacheManager"]
 
+
 # >> ch19
 from minisgl.utils.device import to_device
 
+
 # << ch19
-
-
 class CacheManager:
     """管 KV 池里的页：每一页在任何时刻恰好处于三种状态之一——
 

@@ -36,12 +36,10 @@ class DecodeManager:
         self._running.pop(req.uid, None)
 
     # >> ch11
-
     def get(self, uid: int) -> SchedReq | None:
         return self._running.get(uid)
 
     # << ch11
-
     def reserved_pages(self, cache: CacheManager) -> int:
         """运行中的请求将来还要的页：各自生成到头时需要的页数，减去已经拿到的。
         接纳新请求时先扣掉这些，decode 就永远不会因为没页而卡住。"""

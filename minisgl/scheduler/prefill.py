@@ -97,7 +97,6 @@ class PrefillManager:
         return admitted
 
     # >> ch11
-
     def abort(self, uid: int) -> PendingReq | SchedReq | None:
         """从等待队列里拿掉 ``uid``：还没接纳的返回 ``PendingReq``（什么都没占），正在分块的
         返回那个 ``SchedReq``（调用方释放它的行和页）；不在这里返回 None。"""
@@ -112,7 +111,6 @@ class PrefillManager:
 
     # << ch11
     # >> ch09
-
     def _take_chunk(self, req: SchedReq, budget: int) -> int:
         """这一步算提示的下一块：``cached_len`` 起最多 ``budget`` 个 token。没算完的请求记为
         ``chunked``，下一步排在最前面。返回这一块的 token 数。"""

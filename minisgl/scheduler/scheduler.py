@@ -34,8 +34,8 @@ from minisgl.utils.device import to_device
 from .utils import AbortReq
 
 # << ch11
-
 logger = init_logger(__name__)
+
 
 # >> ch14
 import hashlib
@@ -49,9 +49,8 @@ from minisgl.utils import pick_device
 
 from .io import ZmqIO
 
+
 # << ch14
-
-
 @dataclass
 class ForwardOutput:
     """一次前向发出去之后留下的东西：哪一批，采样出的 token 正在拷回主机。"""
@@ -209,7 +208,6 @@ class Scheduler:
         return Batch(running, "decode")  # type: ignore[arg-type]
 
     # >> ch14
-
     def _record_step(self, batch: Batch) -> None:
         step = (
             batch.phase,
@@ -227,7 +225,6 @@ class Scheduler:
             dist.barrier(group=cpu_group())
 
     # << ch14
-
     def forward(self, batch: Batch) -> ForwardOutput:
         """前向、采样，把采样出的 token 拷回主机（第 11 章起这次拷贝不等它完成）。
         主机上的长度记账（``complete_one``）不需要 token 的值，现在就做。"""

@@ -52,18 +52,16 @@ class SchedReq(Req):
     cache_handle: CacheHandle = field(default_factory=lambda: CacheHandle(0))
     finish_reason: FinishReason | None = None
 
-    @property
-    def finished(self) -> bool:
-        return self.finish_reason is not None
-
     # >> ch09
-
     @property
     def is_chunked(self) -> bool:
         """提示还没有全部送进模型（分块预填充的中间状态）：这时采样出的 token 没有意义。"""
         return self.device_len < len(self.input_ids)
 
     # << ch09
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
 
 
 @dataclass(frozen=True)

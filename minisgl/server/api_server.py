@@ -72,12 +72,12 @@ from .completions import (
 from .metrics import Metrics
 
 __all__ += ["CompletionRequest", "RequestSizeLimit"]
+
 # << ch16
 # >> ch17
 import threading
 
 # << ch17
-
 # 没给 max_tokens 时按 OpenAI 的约定"生成到上下文用完为止"：给一个很大的数，调度器会把它
 # 截到"上下文长度 - 提示长度"和 KV 池容量以内
 UNLIMITED_TOKENS = 1 << 30
@@ -135,8 +135,8 @@ class ChatCompletionRequest(BaseModel):
     # >> ch16
     # 多出来的字段留在 model_extra 里：_check 要看客户端是不是要了我们不支持的功能
     model_config = ConfigDict(extra="allow")
-    # << ch16
 
+    # << ch16
     # strict：JSON 里的 true 不是数字 1，字符串 "8" 也不是 8——类型不对就是客户端写错了
     model: str = ""
     messages: list[ChatMessage] | None = None
@@ -337,8 +337,8 @@ class FrontendManager:
     # ~     finally:
     # ~         if watcher is not None:
     # ~             watcher.cancel()
+    # ~
     # ~~
-
     async def _abort_on_disconnect(self, request: Request, uid: int) -> None:
         while not await request.is_disconnected():
             await asyncio.sleep(0.2)
@@ -379,8 +379,8 @@ class FrontendManager:
     # ~             yield _sse(self._chunk(uid, delta, None))
     # ~     yield _sse(self._chunk(uid, {}, "stop"))
     # ~     yield _sse("[DONE]")
+    # ~
     # ~~
-
     async def stream_with_cancellation(
         self, gen: AsyncIterator[bytes], request: Request, uid: int
     ) -> AsyncIterator[bytes]:
@@ -562,9 +562,9 @@ async def _on_unexpected_error(request: Request, exc: Exception) -> JSONResponse
 # ~             }
 # ~         ],
 # ~     }
+# ~
+# ~
 # ~~
-
-
 # >> ch16
 async def serve_completion(req: ChatCompletionRequest, request: Request, kind: Kind) -> Response:
     """两个生成接口共用：校验 → 发出请求、等第一条回复 → 流式或非流式地返回。"""
@@ -722,8 +722,6 @@ class RejectWhenFailed:
 
 
 app.add_middleware(RejectWhenFailed)
-
-
 # << ch17
 
 

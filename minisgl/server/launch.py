@@ -52,6 +52,7 @@ __all__ = [
 logger = init_logger(__name__, "initializer")
 kv_logger = init_logger(f"{__name__}.kv", "scheduler")  # 在调度器进程里打印
 
+
 # >> ch17
 import threading
 from collections.abc import Callable
@@ -65,8 +66,6 @@ __all__ += ["BackendWatchdog"]
 from minisgl.scheduler.stats import StatsPublisher
 
 # << ch16
-
-
 # ---------------------------------------------------------------- 子进程
 
 
@@ -98,6 +97,7 @@ class ServingScheduler(Scheduler):
     """
 
     busy: bool = False
+
     # >> ch16
     publisher: StatsPublisher | None = None  # rank 0 把账目推给 API Server（/metrics 用）
 
@@ -105,6 +105,11 @@ class ServingScheduler(Scheduler):
         super().__init__(args)
         if args.tp_info.is_primary() and args.zmq_frontend_addr is not None:
             self.publisher = StatsPublisher(args.zmq_frontend_addr)
+
+    def shutdown(self) -> None:
+        if self.publisher is not None:
+            self.publisher.stop()
+        super().shutdown()
 
     # << ch16
     def step(self) -> list[Any]:
@@ -127,14 +132,6 @@ class ServingScheduler(Scheduler):
             f"({cache.num_free_pages} free), free rows {self.table.num_free}/"
             f"{self.config.max_running_reqs}"
         )
-
-    # >> ch16
-    def shutdown(self) -> None:
-        if self.publisher is not None:
-            self.publisher.stop()
-        super().shutdown()
-
-    # << ch16
 
 
 def _run_scheduler(args: ServerArgs, ack_queue: Any) -> None:

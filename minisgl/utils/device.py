@@ -170,9 +170,9 @@ def to_device(t: torch.Tensor, device: DeviceLike) -> torch.Tensor:
 
 
 __all__ += ["to_device"]
+
+
 # << ch04
-
-
 # ---------------------------------------------------------------- 流与事件
 
 

@@ -49,6 +49,20 @@ def test_removed_lines_survive_ruff_format() -> None:
     assert sliced(formatted, 1) == "def f():\n    return 1\n    return 2\n"
 
 
+def test_bare_removed_line_is_an_empty_line() -> None:
+    """删除块里只写 '#~'（ruff format 之后是 '# ~'）的行在切片里是空行，不留缩进。"""
+    src = """\
+    class A:
+        # ~~ ch01 < ch02
+        # ~ x = 1
+        # ~
+        #~
+        # ~ y = 2
+        # ~~
+    """
+    assert sliced(src, 1) == "class A:\n    x = 1\n\n\n    y = 2\n"
+
+
 def test_nested_blocks_take_the_intersection() -> None:
     src = """\
     a = 0
@@ -211,6 +225,39 @@ def test_build_writes_the_slice(repo: Path, tmp_path: Path) -> None:
     assert (out / "minisgl/c.py").read_text() == "C = 1\n"
     assert (out / "chapters/02-two/test_ch02_x.py").exists()
     assert not (out / "minisgl/sub/__pycache__").exists()
+
+
+RUFF_CONFIG = """\
+[tool.ruff]
+line-length = 100
+
+[tool.ruff.lint]
+select = ["E", "F", "W", "I"]
+"""
+
+
+def test_check_runs_ruff_on_the_slice(repo: Path, tmp_path: Path) -> None:
+    """每一章的切片都要过 ruff：只有后面章节才用到的 import 在前面的切片里是 F401，
+    切掉一块后多出来的空行 ruff format 不认。"""
+    for chapter in ("02-two", "03-three"):
+        write(repo / f"chapters/{chapter}/main.py", "print('hi')\n")
+    write(repo / "chapters/conftest.py", "")
+    write(repo / "pyproject.toml", RUFF_CONFIG)
+    write(repo / "minisgl/c.py", "import os\n\nC = 1\n# >> ch03\nD = os.sep\n# << ch03\n")
+    steps.reset_caches()
+    ok, log = steps._check_one(2, keep=False)
+    assert not ok
+    assert "✗ ruff check" in log and "F401" in log and "`os` imported but unused" in log
+    assert "切片导入" not in log  # ruff 不过，后面的步骤不再运行
+    assert steps.lint_slice(steps.build(3, tmp_path / "out3")) == ""
+
+    # 块外的空行每一章都有：第 3 章的切片是干净的，第 2 章的切片里 C 和 E 之间空了 4 行
+    write(repo / "minisgl/c.py", "C = 1\n\n\n# >> ch03\nD = 2\n# << ch03\n\n\nE = 3\n")
+    steps.reset_caches()
+    assert steps.lint_slice(steps.build(3, tmp_path / "out3")) == ""
+    problems = steps.lint_slice(steps.build(2, tmp_path / "out2"))
+    assert "$ ruff format --check --diff minisgl" in problems
+    assert "1 file would be reformatted" in problems
 
 
 def test_slice_that_does_not_compile_names_the_source_line(repo: Path) -> None:

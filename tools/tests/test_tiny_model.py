@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tools" / "make_tiny_model.py"
 sys.path.insert(0, str(REPO / "tools"))
 
-import make_tiny_model as mtm  # noqa: I001
+import make_tiny_model as mtm  # noqa: E402, I001
 
 WEIGHT_VARIANTS = [name for name, v in mtm.VARIANTS.items() if v.seed is not None]
 PROMPTS = ["The capital of France is", "Hello world", "你好，我是", "def fibonacci(n):"]
