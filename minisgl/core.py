@@ -221,7 +221,7 @@ class Context:
     - ``kv_cache``：所有层的 K/V 存在这里，按槽位读写；
     - ``attn_backend``：拿页表和 KV 池算注意力。
 
-    三者在第 7 章的 Engine 里创建；本章和第 5 章的 main 手工创建。
+    三者由 Engine 创建；不经过 Engine 的演示和测试也可以手工创建。
     """
 
     page_table: torch.Tensor

@@ -1,8 +1,8 @@
 """注意力后端：接口（``base``）、后端无关的换算（``utils``）、纯 PyTorch 的原生后端（``native``）。
 
 后端按名字登记，命令行上的 ``--attention-backend torch`` 经 ``create_attention_backend`` 找到实现。
-本章只有一个后端 ``torch``（文件叫 ``native.py``，免得和 torch 包重名）；第四阶段的 GPU 快路径
-在这里再登记一个，调用方不用改。
+纯 PyTorch 的原生后端 ``torch``（文件叫 ``native.py``，免得和 torch 包重名）在任何设备上都能跑；
+更快的后端（比如 GPU 上直接按页表读 KV 池的 kernel）在这里再登记一个名字，调用方不用改代码。
 """
 
 from __future__ import annotations

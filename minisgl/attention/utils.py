@@ -57,8 +57,8 @@ def page_slots(pages: Sequence[int] | torch.Tensor, page_size: int, length: int)
 def prepare_batch(batch: Batch, page_table: torch.Tensor) -> Batch:
     """填好 ``batch.input_ids``、``positions``、``out_loc``（都放在页表所在的设备上），返回 batch。
 
-    页表里每个请求的 ``0 .. device_len - 1`` 列必须已经填好槽位（谁来分配槽位是第 8 章的事；
-    本章的 main 和测试手工分配）。这一步只写 ``cached_len .. device_len - 1`` 这几个槽位，
+    页表里每个请求的 ``0 .. device_len - 1`` 列必须已经填好槽位（由调度器的缓存管理分配；
+    不经过调度器的演示和测试手工分配）。这一步只写 ``cached_len .. device_len - 1`` 这几个槽位，
     前面的槽位里是以前算好的 K/V，注意力会读它们，但不会重写。
     """
     device = page_table.device

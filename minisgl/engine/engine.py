@@ -285,7 +285,7 @@ def static_generate(
 
     和第 5 章的 ``greedy_generate`` 一样是"静态"的：第 i 段提示占页表第 i 行，一次拿够页，
     所有请求同进同出。区别是每一步都走 ``engine.forward_batch``——元数据、CUDA Graph、
-    按请求的采样参数都在里面。第 8 章的调度器取代它；这里留着给本章的 main 和测试用。
+    按请求的采样参数都在里面。真正的服务用调度器；这个函数给 Engine 自己的测试和演示用。
     """
     if not 0 < len(prompts) <= engine.page_table.shape[0]:
         raise ValueError(f"need 1..{engine.page_table.shape[0]} prompts, got {len(prompts)}")

@@ -1,9 +1,9 @@
-"""模型：配置和权重（第 2 章）、模型结构（本章），以及把它们接起来的两个入口。
+"""模型：配置和权重（``config``、``weight``）、模型结构（``llama``、``qwen3``），以及把它们接起来的两个入口。
 
 - ``create_model(config)``：按 config.json 里的 ``architectures[0]`` 在登记表 ``MODELS`` 里找到
   模型类并实例化。只建结构，权重是 ``torch.empty`` 的占位；
 - ``load_model(path)``：在 meta 设备上建结构（不分配内存），再用第 2 章的加载器把权重一个个
-  读进来，交给第 3 章的严格加载换掉占位张量。
+  读进来，严格加载（名字、形状都要对上）换掉占位张量。
 
 这个文件刻意不在顶部导入模型模块：``from minisgl.models.config import ModelConfig`` 会先执行
 这里，而 ``layers/``、``kvcache/``、``attention/`` 都要用 ``ModelConfig``。如果这里一上来就导入

@@ -11,10 +11,10 @@
   ``gate_up_proj (E, 2·I/tp, H)`` 和 ``down_proj (E, H, I/tp)``。张量并行切的是**每个专家的
   中间维度**，和稠密 MLP 一样"列并行接行并行"，所以每个 rank 算出的是部分和，最后
   ``all_reduce`` 一次；
-- 后端只管计算：给定 token、权重和路由器的打分，返回本 rank 的部分和。本章写一个纯 PyTorch 的
+- 后端只管计算：给定 token、权重和路由器的打分，返回本 rank 的部分和。这里只有一个纯 PyTorch 的
   后端 ``torch``（``native.py``，按专家分组、逐个专家做矩阵乘），在 CPU 上就能跑；
-  官方用 Triton 写的 ``fused`` 后端把 top-k、分组和两次矩阵乘都融合进 GPU kernel，
-  第四阶段可以在这里再登记一个，``MoELayer`` 一行不改。
+  融合的 GPU kernel（比如官方用 Triton 写的 ``fused``：top-k、分组和两次矩阵乘都融合）可以在这里
+  再登记一个，``MoELayer`` 一行不改。
 """
 
 from __future__ import annotations

@@ -285,7 +285,9 @@ class Scheduler:
         copy_done = new_event(self.device)
         copy_done.record()
         return ForwardOutput(batch, host, tuple(chunked), copy_done)
+        # << ch11
 
+    # >> ch11
     def _prepare_decode(self, batch: Batch, rows: torch.Tensor) -> None:
         """decode 批次的三个输入张量，全在设备上得到：每个请求 1 个 token，位置 device_len - 1。
         ``rows`` 是这些请求在页表里的行（已经在设备上）。"""
@@ -295,8 +297,8 @@ class Scheduler:
         batch.input_ids = self.last_token[rows]
         batch.positions = pos.to(torch.int32)
         batch.out_loc = self.engine.page_table[rows, pos]
-        # << ch11
 
+    # << ch11
     def process(self, output: ForwardOutput) -> list[TokenOutput]:
         """读回 token，判断谁结束了；结束的请求归还页表行和 KV 页（恰好一次）。"""
         outputs: list[TokenOutput] = []

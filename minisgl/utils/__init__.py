@@ -1,8 +1,8 @@
 """通用工具：整数运算、登记表、日志、设备、torch 小工具。
 
 后面各章一律写 ``from minisgl.utils import div_even, init_logger, pick_device``，
-不用记住每个名字在哪个文件里。本章的五个模块在这里直接导入；后面章节往 ``utils/`` 里
-加的模块则在第一次用到时才导入，见文件末尾的 ``__getattr__``。
+不用记住每个名字在哪个文件里。基础的几个模块在这里直接导入；依赖更重的（ZMQ、HF 的文件）
+在第一次用到时才导入，见文件末尾的 ``__getattr__``。
 """
 
 from __future__ import annotations
