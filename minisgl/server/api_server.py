@@ -3,28 +3,31 @@
 一个进程、一个 asyncio 事件循环，同时服务成百上千个 HTTP 连接。所有请求的回复都从同一个 ZMQ
 队列（detokenizer → API Server）进来，``FrontendManager`` 按 uid 把它们分发给各自的处理协程。
 
-- ``POST /v1/chat/completions``：OpenAI 的对话接口，``messages``（套对话模板）或 ``prompt``
-  （原样分词）二选一；``stream=true`` 时返回 SSE，否则返回一个 JSON；
+- ``POST /v1/chat/completions``、``POST /v1/completions``：OpenAI 的两个生成接口，
+  ``stream=true`` 时返回 SSE，否则返回一个 JSON；
 - ``POST /generate``：最简单的流式接口，``prompt`` + ``max_tokens``，每段增量文本一条 SSE；
-- ``GET /v1/models``：模型列表（启动脚本用它判断服务是否就绪）；``GET /health``。
+- ``GET /v1/models``、``GET /health``、``GET /metrics``。
 
-不合法的请求（JSON 写错、``messages`` 和 ``prompt`` 都没有、参数越界）得到 400 和 OpenAI 格式的
-``{"error": {...}}``，不会变成 500，也不会在服务端触发断言。
+这个文件只管 HTTP：请求体、按 uid 分发、路由、SSE 与错误体的编码。一个请求的生成过程在
+``completions.py``，响应的 JSON 形状在 ``protocol.py``，请求体大小的限制在 ``middleware.py``。
+不合法的请求一律得到 400 和 OpenAI 格式的 ``{"error": {...}}``，不会变成 500。
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Literal
+from typing import Any, Literal
 
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, model_validator
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
@@ -55,34 +58,34 @@ __all__ = [
 logger = init_logger(__name__, "api_server")
 
 # >> ch16
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import PlainTextResponse
 from pydantic import ConfigDict
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from minisgl.message import SchedulerStats
 
-from .completions import (
-    Generation,
+from .completions import Generation, RequestError
+from .metrics import Metrics
+from .middleware import RequestSizeLimit
+from .protocol import (
+    MAX_STOP_STRINGS,
     Kind,
-    RequestError,
-    abort_on_disconnect,
+    StreamOptions,
+    check_unsupported,
     completion_body,
     stream_events,
 )
-from .metrics import Metrics
 
-__all__ += ["CompletionRequest", "RequestSizeLimit"]
+__all__ += ["CompletionRequest"]
 
 # << ch16
-# >> ch17
-import threading
-
-# << ch17
 # 没给 max_tokens 时按 OpenAI 的约定"生成到上下文用完为止"：给一个很大的数，调度器会把它
 # 截到"上下文长度 - 提示长度"和 KV 池容量以内
 UNLIMITED_TOKENS = 1 << 30
 
+# >> ch17
+import threading
 
+# << ch17
 # ---------------------------------------------------------------- 请求的格式
 
 
@@ -104,38 +107,12 @@ class ChatMessage(BaseModel):
         return {"role": self.role, "content": text}
 
 
-# >> ch16
-class StreamOptions(BaseModel):
-    include_usage: bool = Field(default=False, strict=True)  # 最后多发一个带 usage 的片段
-
-
-# 认识、但不支持的字段：给了有意义的值就 400，不悄悄忽略（客户端会以为它生效了）。
-# 值是"等于没给"的那些取值
-UNSUPPORTED_FIELDS: dict[str, tuple[Any, ...]] = {
-    "logprobs": (None, False),
-    "top_logprobs": (None, 0),
-    "echo": (None, False),
-    "best_of": (None, 1),
-    "suffix": (None, ""),
-    "logit_bias": (None, {}),
-    "presence_penalty": (None, 0),
-    "frequency_penalty": (None, 0),
-    "tools": (None, []),
-    "functions": (None, []),
-    "response_format": (None, {"type": "text"}),
-}
-MAX_STOP_STRINGS = 16
-COMPLETIONS_DEFAULT_MAX_TOKENS = 16
-
-
-# << ch16
 class ChatCompletionRequest(BaseModel):
     """``/v1/chat/completions`` 的请求体。没有列出的字段（``user`` 之类）忽略。"""
 
     # >> ch16
     # 多出来的字段留在 model_extra 里：_check 要看客户端是不是要了我们不支持的功能
     model_config = ConfigDict(extra="allow")
-
     # << ch16
     # strict：JSON 里的 true 不是数字 1，字符串 "8" 也不是 8——类型不对就是客户端写错了
     model: str = ""
@@ -180,9 +157,7 @@ class ChatCompletionRequest(BaseModel):
             raise ValueError("stop strings must not be empty")
         if self.stream_options is not None and not self.stream:
             raise ValueError("'stream_options' is only allowed when 'stream' is true")
-        for name, value in (self.model_extra or {}).items():
-            if name in UNSUPPORTED_FIELDS and value not in UNSUPPORTED_FIELDS[name]:
-                raise ValueError(f"'{name}' is not supported by this server")
+        check_unsupported((self.model_extra or {}).items())
         # << ch16
         return self
 
@@ -197,14 +172,20 @@ class ChatCompletionRequest(BaseModel):
         """客户端给的生成上限（新名字 max_completion_tokens 优先）；None 表示生成到上下文用完。"""
         return self.max_completion_tokens or self.max_tokens
 
+    def text(self) -> str | list[dict[str, str]]:
+        """交给 tokenizer 的输入：一段对话（套对话模板），或者一段原样分词的文本。"""
+        if self.messages is not None:
+            return [m.to_dict() for m in self.messages]
+        assert self.prompt is not None  # _check 已经保证了二者有一个
+        return self.prompt
+
     def sampling_params(self) -> SamplingParams:
-        limit = self.token_limit or UNLIMITED_TOKENS
         return SamplingParams(
             temperature=self.temperature,
             top_k=self.top_k,
             top_p=self.top_p,
             ignore_eos=self.ignore_eos,
-            max_tokens=limit,
+            max_tokens=self.token_limit or UNLIMITED_TOKENS,
             # >> ch16
             seed=self.seed,
             # << ch16
@@ -224,6 +205,9 @@ class CompletionRequest(ChatCompletionRequest):
         return super().token_limit or COMPLETIONS_DEFAULT_MAX_TOKENS
 
 
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI 补全接口的默认值
+
+
 # << ch16
 class GenerateRequest(BaseModel):
     """``/generate`` 的请求体：一段原样分词的文本。"""
@@ -233,6 +217,11 @@ class GenerateRequest(BaseModel):
     temperature: float = Field(default=0.0, ge=0.0, le=2.0, strict=True)
     ignore_eos: bool = Field(default=False, strict=True)
 
+    def sampling_params(self) -> SamplingParams:
+        return SamplingParams(
+            temperature=self.temperature, ignore_eos=self.ignore_eos, max_tokens=self.max_tokens
+        )
+
 
 # ---------------------------------------------------------------- 按 uid 分发回复
 
@@ -241,12 +230,6 @@ def _unwrap(msg: BaseFrontendMsg) -> list[UserReply]:
     if isinstance(msg, BatchFrontendMsg):
         return [m for m in msg.data if isinstance(m, UserReply)]
     return [msg] if isinstance(msg, UserReply) else []
-
-
-def _sse(payload: dict[str, Any] | str) -> bytes:
-    """一条 SSE 事件：``data: <内容>`` 后面跟一个空行。"""
-    text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
-    return f"data: {text}\n\n".encode()
 
 
 @dataclass
@@ -281,16 +264,13 @@ class FrontendManager:
 
     async def listen(self) -> None:
         while True:
-            # ~~ ch15 < ch16
-            # ~ for reply in _unwrap(await self.recv_tokenizer.get()):
-            # ~~
-            # >> ch16
             msg = await self.recv_tokenizer.get()
+            # >> ch16
             if isinstance(msg, SchedulerStats):  # 调度器报来的账目：只留最新的一条
                 self.metrics.scheduler = msg
                 continue
+            # << ch16
             for reply in _unwrap(msg):
-                # << ch16
                 if reply.uid not in self.ack_map:  # 已经结束或已经中止的请求，回复直接丢掉
                     continue
                 self.ack_map[reply.uid].append(reply)
@@ -305,6 +285,12 @@ class FrontendManager:
     async def send_one(self, msg: BaseTokenizerMsg) -> None:
         self.start_listening()
         await self.send_tokenizer.put(msg)
+
+    async def submit(self, text: str | list[dict[str, str]], params: SamplingParams) -> int:
+        """发出一个生成请求，返回它的 uid；回复从 ``wait_for_ack(uid)`` 里逐条取。"""
+        uid = self.new_user()
+        await self.send_one(TokenizeMsg(uid=uid, text=text, sampling_params=params))
+        return uid
 
     async def wait_for_ack(self, uid: int) -> AsyncIterator[UserReply]:
         """逐条交出 ``uid`` 的回复，直到 ``finished``；请求被中止时提前结束。"""
@@ -326,67 +312,29 @@ class FrontendManager:
             self.ack_map.pop(uid, None)
             self.event_map.pop(uid, None)
 
-    # ~~ ch15 < ch16
-    # ~ async def collect(self, uid: int, request: Request | None = None) -> str:
-    # ~     """非流式：收齐全部回复拼成完整的文本。等待期间客户端断开了，照样中止这个请求。"""
-    # ~     watcher = None
-    # ~     if request is not None:
-    # ~         watcher = asyncio.create_task(self._abort_on_disconnect(request, uid))
-    # ~     try:
-    # ~         return "".join([ack.incremental_output async for ack in self.wait_for_ack(uid)])
-    # ~     finally:
-    # ~         if watcher is not None:
-    # ~             watcher.cancel()
-    # ~
-    # ~~
-    async def _abort_on_disconnect(self, request: Request, uid: int) -> None:
-        while not await request.is_disconnected():
-            await asyncio.sleep(0.2)
-        await self.abort_user(uid)
+    @contextlib.asynccontextmanager
+    async def abort_on_disconnect(self, request: Request | None, uid: int) -> AsyncIterator[None]:
+        """在这段代码运行期间盯着连接，客户端断开就中止 ``uid``。非流式的处理函数在等回复时，
+        Starlette 不会因为连接断了而取消它，只能自己盯。"""
 
-    async def stream_generate(self, uid: int) -> AsyncIterator[bytes]:
-        # 增量文本编码成 JSON 字符串：文本里的换行不会把一条 SSE 事件拆成两条
-        async for ack in self.wait_for_ack(uid):
-            # >> ch17
-            if ack.finish_reason == "error":  # 请求被拒绝，或者后端挂了：错误事件，没有 [DONE]
-                kind = "internal_error" if self.failure is not None else "invalid_request_error"
-                yield _sse({"error": {"message": ack.error, "type": kind}})
-                return
-            # << ch17
-            yield _sse(json.dumps(ack.incremental_output, ensure_ascii=False))
-        yield _sse("[DONE]")
+        async def watch(request: Request) -> None:
+            while not await request.is_disconnected():
+                await asyncio.sleep(0.2)
+            await self.abort_user(uid)
 
-    # ~~ ch15 < ch16
-    # ~ def _chunk(self, uid: int, delta: dict[str, str], finish: str | None) -> dict[str, Any]:
-    # ~     return {
-    # ~         "id": f"chatcmpl-{uid}",
-    # ~         "object": "chat.completion.chunk",
-    # ~         "created": int(time.time()),
-    # ~         "model": str(self.config.model_path),
-    # ~         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    # ~     }
-    # ~
-    # ~ async def stream_chat_completions(self, uid: int) -> AsyncIterator[bytes]:
-    # ~     first = True
-    # ~     async for ack in self.wait_for_ack(uid):
-    # ~         delta: dict[str, str] = {}
-    # ~         if first:  # 第一个片段带上角色
-    # ~             delta["role"] = "assistant"
-    # ~             first = False
-    # ~         if ack.incremental_output:
-    # ~             delta["content"] = ack.incremental_output
-    # ~         if delta:
-    # ~             yield _sse(self._chunk(uid, delta, None))
-    # ~     yield _sse(self._chunk(uid, {}, "stop"))
-    # ~     yield _sse("[DONE]")
-    # ~
-    # ~~
+        watcher = asyncio.create_task(watch(request)) if request is not None else None
+        try:
+            yield
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
     async def stream_with_cancellation(
-        self, gen: AsyncIterator[bytes], request: Request, uid: int
+        self, events: AsyncIterator[bytes], request: Request, uid: int
     ) -> AsyncIterator[bytes]:
         """客户端断开连接时，通知后端中止这个请求，释放它占用的请求槽和 KV 页。"""
         try:
-            async for chunk in gen:
+            async for chunk in events:
                 if await request.is_disconnected():
                     raise asyncio.CancelledError
                 yield chunk
@@ -489,16 +437,56 @@ def init_frontend(config: ServerArgs) -> FrontendManager:
     return _STATE
 
 
-# ---------------------------------------------------------------- HTTP 接口
+# ---------------------------------------------------------------- HTTP 的编码：SSE 与错误体
 
 app = FastAPI(title="mini-sglang", version="0.1.0")
 
 
-def openai_error(status: int, message: str, param: str | None = None) -> JSONResponse:
-    """OpenAI 格式的错误：客户端库按 ``error.message`` 报错，而不是吐出一整页 HTML 或 traceback。"""
+def sse(payload: dict[str, Any] | str) -> bytes:
+    """一条 SSE 事件：``data: <内容>`` 后面跟一个空行。内容是 JSON，或者 ``[DONE]``。"""
+    text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return f"data: {text}\n\n".encode()
+
+
+def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    """OpenAI 格式的错误：客户端库按 ``error.message`` 报错，而不是吐出一整页 HTML 或 traceback。
+    JSON 响应和流里的错误事件用的都是它。"""
     kind = "invalid_request_error" if status < 500 else "internal_error"
-    body = {"error": {"message": message, "type": kind, "param": param, "code": None}}
-    return JSONResponse(status_code=status, content=body)
+    return {"error": {"message": message, "type": kind, "param": param, "code": status}}
+
+
+def openai_error(status: int, message: str, param: str | None = None) -> JSONResponse:
+    return JSONResponse(status_code=status, content=error_body(status, message, param))
+
+
+def event_stream(
+    events: AsyncIterator[dict[str, Any] | str],
+    request: Request,
+    uid: int,
+    release: Callable[..., Awaitable[None]],
+    *args: Any,
+) -> StreamingResponse:
+    """把一串事件编码成 SSE 流式返回。客户端断开就中止 ``uid``（``stream_with_cancellation``）；
+    响应结束之后无论如何都运行 ``release(*args)``：客户端在流开始之前就断开时，只有它能收尾。"""
+
+    async def encode() -> AsyncIterator[bytes]:
+        # ~~ ch15 < ch17
+        # ~ async for event in events:
+        # ~     yield sse(event)
+        # ~~
+        # >> ch17
+        try:
+            async for event in events:
+                yield sse(event)
+        except RequestError as e:  # 生成到一半后端挂了：一条错误事件，没有 [DONE]
+            yield sse(error_body(e.status, e.message, e.param))
+        # << ch17
+
+    return StreamingResponse(
+        get_state().stream_with_cancellation(encode(), request, uid),
+        media_type="text/event-stream",
+        background=BackgroundTask(release, *args),
+    )
 
 
 @app.exception_handler(RequestValidationError)
@@ -529,43 +517,65 @@ async def _on_unexpected_error(request: Request, exc: Exception) -> JSONResponse
     return openai_error(500, f"internal error: {type(exc).__name__}")
 
 
+# ---------------------------------------------------------------- 路由
+
+
 # ~~ ch15 < ch16
-# ~ @app.post("/v1/chat/completions", response_model=None)
-# ~ async def v1_chat_completions(
-# ~     req: ChatCompletionRequest, request: Request
-# ~ ) -> StreamingResponse | dict[str, Any]:
-# ~     state = get_state()
-# ~     if req.messages is not None:
-# ~         text: str | list[dict[str, str]] = [m.to_dict() for m in req.messages]
-# ~     else:
-# ~         assert req.prompt is not None  # _check 已经保证了二者有一个
-# ~         text = req.prompt
-# ~     uid = state.new_user()
-# ~     await state.send_one(TokenizeMsg(uid=uid, text=text, sampling_params=req.sampling_params()))
-# ~     if req.stream:
-# ~         return StreamingResponse(
-# ~             state.stream_with_cancellation(state.stream_chat_completions(uid), request, uid),
-# ~             media_type="text/event-stream",
-# ~             background=BackgroundTask(state.abort_if_unfinished, uid),
-# ~         )
-# ~     content = await state.collect(uid, request)
-# ~     return {
-# ~         "id": f"chatcmpl-{uid}",
-# ~         "object": "chat.completion",
-# ~         "created": int(time.time()),
-# ~         "model": req.model or str(state.config.model_path),
-# ~         "choices": [
-# ~             {
-# ~                 "index": 0,
-# ~                 "message": {"role": "assistant", "content": content},
-# ~                 "finish_reason": "stop",
-# ~             }
-# ~         ],
-# ~     }
+# ~ def chat_chunk(uid: int, model: str, delta: dict[str, str], finish: str | None) -> dict:
+# ~     """对话接口的一个流式片段：增量文本在 ``choices[0].delta`` 里。"""
+# ~     choice = {"index": 0, "delta": delta, "finish_reason": finish}
+# ~     head = {"id": f"chatcmpl-{uid}", "object": "chat.completion.chunk", "model": model}
+# ~     return {**head, "created": int(time.time()), "choices": [choice]}
+# ~
+# ~
+# ~ async def chat_events(
+# ~     state: FrontendManager, uid: int, model: str
+# ~ ) -> AsyncIterator[dict[str, Any] | str]:
+# ~     """第一个片段带角色，每段文本一个片段，最后一个带 ``finish_reason``，然后 ``[DONE]``。"""
+# ~     yield chat_chunk(uid, model, {"role": "assistant", "content": ""}, None)
+# ~     async for ack in state.wait_for_ack(uid):
+# ~         if ack.incremental_output:
+# ~             yield chat_chunk(uid, model, {"content": ack.incremental_output}, None)
+# ~     yield chat_chunk(uid, model, {}, "stop")
+# ~     yield "[DONE]"
 # ~
 # ~
 # ~~
-# >> ch16
+async def generate_events(pieces: AsyncIterator[str]) -> AsyncIterator[str]:
+    """``/generate`` 的事件：每段增量文本编码成一个 JSON 字符串（文本里的换行不会把一条事件拆成
+    两行），最后 ``[DONE]``。"""
+    async for text in pieces:
+        yield json.dumps(text, ensure_ascii=False)
+    yield "[DONE]"
+
+
+@app.post("/v1/chat/completions", response_model=None)
+async def v1_chat_completions(req: ChatCompletionRequest, request: Request) -> Response:
+    # ~~ ch15 < ch16
+    # ~ state = get_state()
+    # ~ uid = await state.submit(req.text(), req.sampling_params())
+    # ~ model = req.model or str(state.config.model_path)
+    # ~ if req.stream:
+    # ~     events = chat_events(state, uid, model)
+    # ~     return event_stream(events, request, uid, state.abort_if_unfinished, uid)
+    # ~ async with state.abort_on_disconnect(request, uid):
+    # ~     content = "".join([ack.incremental_output async for ack in state.wait_for_ack(uid)])
+    # ~ message = {"role": "assistant", "content": content}
+    # ~ choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    # ~ head = {"id": f"chatcmpl-{uid}", "object": "chat.completion", "model": model}
+    # ~ return JSONResponse({**head, "created": int(time.time()), "choices": [choice]})
+    # ~
+    # ~
+    # ~~
+    # >> ch16
+    return await serve_completion(req, request, "chat")
+
+
+@app.post("/v1/completions", response_model=None)
+async def v1_completions(req: CompletionRequest, request: Request) -> Response:
+    return await serve_completion(req, request, "text")
+
+
 async def serve_completion(req: ChatCompletionRequest, request: Request, kind: Kind) -> Response:
     """两个生成接口共用：校验 → 发出请求、等第一条回复 → 流式或非流式地返回。"""
     state = get_state()
@@ -574,45 +584,17 @@ async def serve_completion(req: ChatCompletionRequest, request: Request, kind: K
         name = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
         message = f"{name}={req.token_limit} exceeds the model's context length of {limit} tokens"
         return openai_error(400, message, name)
-    if req.messages is not None:
-        text: str | list[dict[str, str]] = [m.to_dict() for m in req.messages]
-    else:
-        assert req.prompt is not None  # _check 已经保证了二者有一个
-        text = req.prompt
-    try:
-        gen = await Generation.start(state, text, req.sampling_params(), req.stop_strings, request)
-    except RequestError as e:
-        state.metrics.rejected[e.status] += 1
-        return openai_error(e.status, e.message, e.param)
     model = req.model or str(state.config.model_path)
-    if req.stream:
-        include_usage = req.stream_options is not None and req.stream_options.include_usage
-        events = stream_events(gen, kind, model, include_usage)
-        return StreamingResponse(
-            state.stream_with_cancellation(events, request, gen.uid),
-            media_type="text/event-stream",
-            background=BackgroundTask(gen.release),
-        )
-    async with abort_on_disconnect(state, request, gen.uid):
-        # ~~ ch16 < ch17
-        # ~ return JSONResponse(await completion_body(gen, kind, model))
-        # ~~
-        # >> ch17
-        body = await completion_body(gen, kind, model)
-        if gen.finish_reason == "error":  # 生成到一半后端挂了
-            return openai_error(503, state.failure or "the backend failed")
-        return JSONResponse(body)
-        # << ch17
-
-
-@app.post("/v1/chat/completions", response_model=None)
-async def v1_chat_completions(req: ChatCompletionRequest, request: Request) -> Response:
-    return await serve_completion(req, request, "chat")
-
-
-@app.post("/v1/completions", response_model=None)
-async def v1_completions(req: CompletionRequest, request: Request) -> Response:
-    return await serve_completion(req, request, "text")
+    try:
+        params = req.sampling_params()
+        gen = await Generation.start(state, req.text(), params, req.stop_strings, request)
+        if req.stream:
+            include_usage = req.stream_options is not None and req.stream_options.include_usage
+            events = stream_events(gen, kind, model, include_usage)
+            return event_stream(events, request, gen.uid, gen.release)
+        return JSONResponse(await completion_body(gen, kind, model, request))
+    except RequestError as e:  # 被拒绝（400/499/503），或者生成到一半后端挂了（503）
+        return openai_error(e.status, e.message, e.param)
 
 
 @app.get("/metrics")
@@ -622,59 +604,25 @@ async def metrics() -> PlainTextResponse:
     return PlainTextResponse(state.metrics.render(), media_type="text/plain; version=0.0.4")
 
 
-class RequestSizeLimit:
-    """请求体超过 ``max_bytes`` 就回 413，不把它读进内存。
-
-    两道关：声明了 Content-Length 的，还没读就拒绝；分块传输（没有 Content-Length）的，边读边数，
-    超了就在读取时抛 413——FastAPI 读请求体时遇到 ``HTTPException`` 会原样抛出，由下面的
-    异常处理变成 OpenAI 格式的错误。
-    """
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        too_large = f"the request body is larger than {self.max_bytes} bytes"
-        headers = dict(scope.get("headers") or [])
-        declared = headers.get(b"content-length", b"").decode("latin-1")
-        if declared.isdigit() and int(declared) > self.max_bytes:
-            await openai_error(413, too_large)(scope, receive, send)
-            return
-        received = 0
-
-        async def limited_receive() -> Any:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise HTTPException(status_code=413, detail=too_large)
-            return message
-
-        await self.app(scope, limited_receive, send)
-
-
-MAX_REQUEST_BYTES = 8 << 20  # 8 MiB：几万 token 的提示写成 JSON 也远远不到
-app.add_middleware(RequestSizeLimit, max_bytes=MAX_REQUEST_BYTES)
+app.add_middleware(RequestSizeLimit)
 
 
 # << ch16
-@app.post("/generate")
-async def generate(req: GenerateRequest, request: Request) -> StreamingResponse:
+@app.post("/generate", response_model=None)
+async def generate(req: GenerateRequest, request: Request) -> Response:
     state = get_state()
-    uid = state.new_user()
-    params = SamplingParams(
-        temperature=req.temperature, ignore_eos=req.ignore_eos, max_tokens=req.max_tokens
-    )
-    await state.send_one(TokenizeMsg(uid=uid, text=req.prompt, sampling_params=params))
-    return StreamingResponse(
-        state.stream_with_cancellation(state.stream_generate(uid), request, uid),
-        media_type="text/event-stream",
-        background=BackgroundTask(state.abort_if_unfinished, uid),
-    )
+    # ~~ ch15 < ch16
+    # ~ uid = await state.submit(req.prompt, req.sampling_params())
+    # ~ pieces = (ack.incremental_output async for ack in state.wait_for_ack(uid))
+    # ~ return event_stream(generate_events(pieces), request, uid, state.abort_if_unfinished, uid)
+    # ~~
+    # >> ch16
+    try:  # 和两个 OpenAI 接口一样的生成过程：被拒绝时是一个 JSON 错误，而不是开了头的流
+        gen = await Generation.start(state, req.prompt, req.sampling_params(), request=request)
+    except RequestError as e:
+        return openai_error(e.status, e.message, e.param)
+    return event_stream(generate_events(gen.deltas()), request, gen.uid, gen.release)
+    # << ch16
 
 
 @app.get("/v1/models")
@@ -684,47 +632,22 @@ async def v1_models() -> dict[str, Any]:
     return {"object": "list", "data": [card]}
 
 
-@app.get("/health")
-# ~~ ch15 < ch17
-# ~ async def health() -> dict[str, str]:
-# ~     return {"status": "ok"}
-# ~~
-# >> ch17
+@app.get("/health", response_model=None)
 async def health() -> Response:
-    """负载均衡器、Kubernetes 的存活探针看这里：后端挂了就是 503。"""
+    """负载均衡器、Kubernetes 的存活探针看这里。"""
+    # >> ch17
     failure = _STATE.failure if _STATE is not None else None
-    if failure is not None:
+    if failure is not None:  # 后端挂了：503
         return openai_error(503, failure)
+    # << ch17
     return JSONResponse({"status": "ok"})
 
 
+# >> ch17
 FAILURE_GRACE = 2.0  # 后端挂了之后，HTTP 服务再坚持几秒，把 503 送到客户端
 
 
-class RejectWhenFailed:
-    """后端挂了：新的生成请求（所有 POST）直接 503，不再发给已经不存在的进程。
-
-    和 ``RequestSizeLimit`` 一样写成最朴素的 ASGI 中间件：``@app.middleware("http")`` 那种
-    会把 receive 包一层，流式响应里的 ``request.is_disconnected()`` 可能再也看不到断开。
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        failure = _STATE.failure if _STATE is not None else None
-        if scope["type"] == "http" and scope["method"] == "POST" and failure is not None:
-            get_state().metrics.rejected[503] += 1
-            message = f"the server is unavailable: {failure}"
-            await openai_error(503, message)(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-
-app.add_middleware(RejectWhenFailed)
 # << ch17
-
-
 def run_http(sock: socket.socket) -> None:
     """在已经 bind 好的 socket 上服务，直到收到 Ctrl-C 或 SIGTERM。"""
     config = uvicorn.Config(
@@ -734,12 +657,9 @@ def run_http(sock: socket.socket) -> None:
         # 优雅关闭最多等几秒：正在流式输出的长请求不应该让 Ctrl-C 迟迟不生效
         timeout_graceful_shutdown=3,
     )
-    # ~~ ch15 < ch17
-    # ~ uvicorn.Server(config).run(sockets=[sock])
-    # ~~
-    # >> ch17
     server = uvicorn.Server(config)
+    # >> ch17
     if _STATE is not None:  # 后端出故障时，FrontendManager.fail() 让它退出
         _STATE.http_server = server
-    server.run(sockets=[sock])
     # << ch17
+    server.run(sockets=[sock])
