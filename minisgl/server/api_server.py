@@ -452,7 +452,7 @@ def error_body(status: int, message: str, param: str | None = None) -> dict[str,
     """OpenAI 格式的错误：客户端库按 ``error.message`` 报错，而不是吐出一整页 HTML 或 traceback。
     JSON 响应和流里的错误事件用的都是它。"""
     kind = "invalid_request_error" if status < 500 else "internal_error"
-    return {"error": {"message": message, "type": kind, "param": param, "code": status}}
+    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
 
 
 def openai_error(status: int, message: str, param: str | None = None) -> JSONResponse:
@@ -531,11 +531,15 @@ async def _on_unexpected_error(request: Request, exc: Exception) -> JSONResponse
 # ~ async def chat_events(
 # ~     state: FrontendManager, uid: int, model: str
 # ~ ) -> AsyncIterator[dict[str, Any] | str]:
-# ~     """第一个片段带角色，每段文本一个片段，最后一个带 ``finish_reason``，然后 ``[DONE]``。"""
-# ~     yield chat_chunk(uid, model, {"role": "assistant", "content": ""}, None)
+# ~     """每段文本一个片段（第一个片段带角色），最后一个带 ``finish_reason``，然后 ``[DONE]``。"""
+# ~     first = True
 # ~     async for ack in state.wait_for_ack(uid):
+# ~         delta: dict[str, str] = {"role": "assistant"} if first else {}
+# ~         first = False
 # ~         if ack.incremental_output:
-# ~             yield chat_chunk(uid, model, {"content": ack.incremental_output}, None)
+# ~             delta["content"] = ack.incremental_output
+# ~         if delta:
+# ~             yield chat_chunk(uid, model, delta, None)
 # ~     yield chat_chunk(uid, model, {}, "stop")
 # ~     yield "[DONE]"
 # ~
