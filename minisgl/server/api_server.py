@@ -351,7 +351,7 @@ class FrontendManager:
         self.ack_map.pop(uid, None)
         event = self.event_map.pop(uid, None)
         if event is not None:
-            event.set()  # 叫醒还在等的 wait_for_ack（非流式的 collect），让它结束
+            event.set()  # 叫醒还在等的 wait_for_ack（非流式的请求在等它），让它结束
         logger.warning(f"Aborting request {uid}")
         await self.send_one(AbortMsg(uid=uid))
 
