@@ -145,23 +145,26 @@ def test_seeded_sampling_follows_the_distribution() -> None:
 def test_new_fields_travel_through_messages_and_tokenizer(tiny_model: Path) -> None:
     import msgpack
 
-    from minisgl.message import BaseFrontendMsg, BaseTokenizerMsg, DetokenizeMsg, UserReply
+    from minisgl.message import (
+        BaseFrontendMsg,
+        BaseTokenizerMsg,
+        DetokenizeMsg,
+        ReplyStatus,
+        UserReply,
+    )
     from minisgl.tokenizer import TokenizerWorker
     from minisgl.utils import load_tokenizer
 
-    msg = DetokenizeMsg(7, 42, True, "length", None, prompt_tokens=5, completion_tokens=3)
+    status = ReplyStatus("length", None, prompt_tokens=5, completion_tokens=3)
+    msg = DetokenizeMsg(7, 42, True, status)
     raw = msgpack.packb(msg.encoder())
     assert BaseTokenizerMsg.decoder(msgpack.unpackb(raw)) == msg
     worker = TokenizerWorker(load_tokenizer(tiny_model), eos_token_ids=[])
     _, replies = worker.handle([msg])
     assert isinstance(replies[0], UserReply)
-    assert (replies[0].finish_reason, replies[0].prompt_tokens, replies[0].completion_tokens) == (
-        "length",
-        5,
-        3,
-    )
+    assert replies[0].status == status  # 同一份记录原样转发，没有逐个字段地抄
     back = BaseFrontendMsg.decoder(msgpack.unpackb(msgpack.packb(replies[0].encoder())))
-    assert back == replies[0]
+    assert back == replies[0] and isinstance(back.status, ReplyStatus)
 
 
 def test_scheduler_reports_token_counts(tiny_model: Path, make_llm: Any) -> None:

@@ -39,6 +39,7 @@ __all__ = [
 
 # >> ch16
 from .frontend import SchedulerStats
+from .utils import ReplyStatus
 
-__all__ += ["SchedulerStats"]
+__all__ += ["ReplyStatus", "SchedulerStats"]
 # << ch16

@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .utils import class_table, deserialize_type, serialize_type
+from .utils import (
+    # >> ch16
+    ReplyStatus,
+    # << ch16
+    class_table,
+    deserialize_type,
+    serialize_type,
+)
 
 __all__ = ["BaseFrontendMsg", "BatchFrontendMsg", "UserReply"]
 
@@ -37,11 +44,7 @@ class UserReply(BaseFrontendMsg):
     incremental_output: str
     finished: bool
     # >> ch16
-    # 原样带上 DetokenizeMsg 里的这几项（见那里的说明）
-    finish_reason: str | None = None
-    error: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    status: ReplyStatus = ReplyStatus()  # 调度器算出的结束原因和用量，DetokenizeMsg 原样带来
     # << ch16
 
 

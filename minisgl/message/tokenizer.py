@@ -7,7 +7,14 @@ from typing import Any
 
 from minisgl.core import SamplingParams
 
-from .utils import class_table, deserialize_type, serialize_type
+from .utils import (
+    # >> ch16
+    ReplyStatus,
+    # << ch16
+    class_table,
+    deserialize_type,
+    serialize_type,
+)
 
 __all__ = ["AbortMsg", "BaseTokenizerMsg", "BatchTokenizerMsg", "DetokenizeMsg", "TokenizeMsg"]
 
@@ -48,11 +55,7 @@ class DetokenizeMsg(BaseTokenizerMsg):
     next_token: int
     finished: bool
     # >> ch16
-    # 第 16 章：为什么结束、出了什么错、用了多少 token——OpenAI 接口的 finish_reason 和 usage
-    finish_reason: str | None = None  # "stop"、"length"、"error"、"abort"；没结束时为 None
-    error: str | None = None  # finish_reason 为 "error" 时给人看的说明
-    prompt_tokens: int = 0  # 提示的 token 数
-    completion_tokens: int = 0  # 到这一条为止生成的 token 数（含停止符）
+    status: ReplyStatus = ReplyStatus()  # 为什么结束、用了多少 token：原样转给 API Server
     # << ch16
 
 

@@ -154,3 +154,20 @@ def _check_fields(cls: type, data: Mapping[str, Any]) -> None:
         raise MessageDecodeError(
             f"fields do not match {cls.__name__}: unexpected {unexpected}, missing {missing}"
         )
+
+
+# >> ch16
+@dataclasses.dataclass(frozen=True)
+class ReplyStatus:
+    """一个请求到这一条回复为止的状态：为什么结束、出了什么错、用了多少 token——OpenAI 接口的
+    ``finish_reason`` 和 ``usage``。调度器算出它，装进 ``DetokenizeMsg``，detokenizer 原样放进
+    ``UserReply``：两组消息共用这一个类型，所以放在这里。"""
+
+    finish_reason: str | None = None  # "stop"、"length"、"error"、"abort"；没结束时为 None
+    error: str | None = None  # finish_reason 为 "error" 时给人看的说明
+    prompt_tokens: int = 0  # 提示的 token 数
+    completion_tokens: int = 0  # 到这一条为止生成的 token 数（含停止符）
+
+
+__all__ += ["ReplyStatus"]
+# << ch16

@@ -93,6 +93,9 @@ from minisgl.message import (
     BatchTokenizerMsg,
     DetokenizeMsg,
     ExitMsg,
+    # >> ch16
+    ReplyStatus,
+    # << ch16
     UserMsg,
 )
 from minisgl.utils import ZmqPubQueue, ZmqPullQueue, ZmqPushQueue, ZmqSubQueue, init_logger
@@ -201,26 +204,18 @@ class ZmqIO(SchedulerIO):
         if self.out is None:
             return
         # token 为 None（请求出错或被中止）时发 -1：detokenizer 据此只回一个空的结束回复
-        # ~~ ch14 < ch16
-        # ~ msgs = [
-        # ~     DetokenizeMsg(o.uid, o.token if o.token is not None else -1, o.finished)
-        # ~     for o in outputs
-        # ~ ]
-        # ~~
-        # >> ch16
         msgs = [
             DetokenizeMsg(
                 o.uid,
                 o.token if o.token is not None else -1,
                 o.finished,
-                o.finish_reason,
-                o.error,
-                o.prompt_tokens,
-                o.completion_tokens,
+                # >> ch16
+                # 结束原因和用量打包成一个 ReplyStatus，detokenizer 原样转给 API Server
+                ReplyStatus(o.finish_reason, o.error, o.prompt_tokens, o.completion_tokens),
+                # << ch16
             )
             for o in outputs
         ]
-        # << ch16
         self.out.put(BatchTokenizerMsg(msgs))  # type: ignore[arg-type]
 
     def close(self) -> None:

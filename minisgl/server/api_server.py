@@ -85,6 +85,8 @@ UNLIMITED_TOKENS = 1 << 30
 # >> ch17
 import threading
 
+from minisgl.message import ReplyStatus
+
 # << ch17
 # ---------------------------------------------------------------- 请求的格式
 
@@ -386,7 +388,7 @@ class FrontendManager:
         self.failure = reason
         logger.error(f"backend failure: {reason}; answering 503 and shutting down")
         for uid, replies in self.ack_map.items():
-            replies.append(UserReply(uid, "", True, "error", reason))
+            replies.append(UserReply(uid, "", True, ReplyStatus("error", reason)))
             self.event_map[uid].set()
         if self.http_server is not None:  # uvicorn 每 0.1 秒看一次 should_exit
             timer = threading.Timer(FAILURE_GRACE, setattr, (self.http_server, "should_exit", True))

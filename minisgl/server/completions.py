@@ -95,14 +95,14 @@ class Generation:
             raise
         if gen.first is None:  # 等待期间被中止：客户端断开了
             gen._reject(499, "the client closed the connection")
-        elif gen.first.finish_reason == "error":
+        elif gen.first.status.finish_reason == "error":
             # ~~ ch16 < ch17
-            # ~ gen._reject(400, gen.first.error or "the request was rejected")
+            # ~ gen._reject(400, gen.first.status.error or "the request was rejected")
             # ~~
             # >> ch17
             # 后端挂了是服务的问题：503；否则是请求本身不合法：400
             status = 503 if frontend.failure is not None else 400
-            gen._reject(status, gen.first.error or "the request was rejected")
+            gen._reject(status, gen.first.status.error or "the request was rejected")
             # << ch17
         frontend.metrics.ttft.observe(time.monotonic() - gen.started_at)
         return gen
@@ -119,8 +119,8 @@ class Generation:
         try:
             async for reply in self._all_replies():
                 # 取最大：后端挂掉时注入的错误回复不带用量（0），不能把已经数到的抹掉
-                self.prompt_tokens = max(self.prompt_tokens, reply.prompt_tokens)
-                self.completion_tokens = max(self.completion_tokens, reply.completion_tokens)
+                self.prompt_tokens = max(self.prompt_tokens, reply.status.prompt_tokens)
+                self.completion_tokens = max(self.completion_tokens, reply.status.completion_tokens)
                 text = self.stop.feed(reply.incremental_output)
                 if self.stop.matched is not None:
                     self.finish_reason, self.matched_stop = "stop", self.stop.matched
@@ -131,7 +131,7 @@ class Generation:
                     return
                 if reply.finished:
                     text += self.stop.flush()
-                    self.finish_reason = reply.finish_reason or "stop"
+                    self.finish_reason = reply.status.finish_reason or "stop"
                 if text:
                     yield text
         finally:

@@ -91,20 +91,17 @@ class TokenizerWorker:
         """返回 (发给调度器的, 发给 API Server 的)，各自保持到达的先后顺序。"""
         detok = [m for m in msgs if isinstance(m, DetokenizeMsg)]
         texts = self.detokenize_manager.detokenize(detok)
-        # ~~ ch13 < ch16
-        # ~ frontend: list[BaseFrontendMsg] = [
-        # ~     UserReply(uid=m.uid, incremental_output=t, finished=m.finished)
-        # ~     for m, t in zip(detok, texts, strict=True)
-        # ~ ]
-        # ~~
-        # >> ch16
         frontend: list[BaseFrontendMsg] = [
             UserReply(
-                m.uid, t, m.finished, m.finish_reason, m.error, m.prompt_tokens, m.completion_tokens
+                uid=m.uid,
+                incremental_output=t,
+                finished=m.finished,
+                # >> ch16
+                status=m.status,  # 调度器算出的结束原因和用量，原样转给 API Server
+                # << ch16
             )
             for m, t in zip(detok, texts, strict=True)
         ]
-        # << ch16
         tok = [m for m in msgs if isinstance(m, TokenizeMsg)]
         tensors = iter(self.tokenize_manager.tokenize(tok))
         backend: list[BaseBackendMsg] = []
