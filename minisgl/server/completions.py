@@ -114,8 +114,7 @@ class Generation:
         raise RequestError(status, message)
 
     async def deltas(self) -> AsyncIterator[str]:
-        """逐段交出可以发给客户端的文本（不含停止串），结束时设好 ``finish_reason`` 和用量。
-        中途出错（第 17 章：后端挂了）时抛 ``RequestError``。"""
+        """逐段交出可以发给客户端的文本（不含停止串），结束时设好 ``finish_reason`` 和用量。"""
         try:
             async for reply in self._all_replies():
                 # 取最大：后端挂掉时注入的错误回复不带用量（0），不能把已经数到的抹掉
@@ -137,7 +136,7 @@ class Generation:
         finally:
             self._close(self.finish_reason or "abort")  # 没有正常结束：客户端断开或被取消
         # >> ch17
-        if self.finish_reason == "error":  # 生成到一半后端挂了
+        if self.finish_reason == "error":  # 生成到一半后端挂了：交完已经到的文本，再报错
             raise RequestError(503, self.frontend.failure or "the backend failed")
         # << ch17
 
