@@ -270,17 +270,9 @@ class ZmqSubQueue(_ZmqQueue, Generic[T]):
 import re
 import stat
 
+import psutil
+
 _IPC_FILE_NAME = re.compile(r"minisgl_\d+\.pid=(\d+)")  # ipc_addr 生成的文件名
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # 信号 0：什么也不发，只问这个进程在不在
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # 在，只是属于别的用户
-        return True
-    return True
 
 
 def remove_stale_ipc_files(directory: str = "/tmp") -> list[str]:
@@ -298,7 +290,7 @@ def remove_stale_ipc_files(directory: str = "/tmp") -> list[str]:
         return removed
     for entry in entries:
         m = _IPC_FILE_NAME.fullmatch(entry.name)
-        if m is None or _pid_alive(int(m.group(1))):
+        if m is None or psutil.pid_exists(int(m.group(1))):
             continue
         try:
             # 只删 socket：同名的普通文件不是 bind 建的
