@@ -1,6 +1,7 @@
 """`make test` 的全部内容：lint、内嵌模型校验、逐章切片检查、完整包上的全部测试。
 
 每一步都会运行（前面失败也不中断），最后汇总每一步的结果和用时；任何一步失败则退出码非 0。
+命令行上可以只点名其中几步（lint、model、slices、pytest），例如 ``run_tests.py slices``。
 
 两个大步骤各自证明一件事，不重复：
 
@@ -56,7 +57,11 @@ def proved_by_slices() -> list[str]:
     return same
 
 
-def stages(n_jobs: int) -> list[tuple[str, list[str]]]:
+STAGE_KEYS = ["lint", "model", "slices", "pytest"]
+
+
+def stages(n_jobs: int) -> list[tuple[str, str, list[str]]]:
+    """(键, 名字, 命令)。键用来在命令行上只跑其中几步：``run_tests.py slices pytest``。"""
     pytest = [PY, "-m", "pytest", "-q", "-n", str(n_jobs), "--dist", "loadfile"]
     pytest += PYTEST_PATHS
     note = ""
@@ -65,14 +70,15 @@ def stages(n_jobs: int) -> list[tuple[str, list[str]]]:
         pytest += [f"--ignore={path}" for path in skipped]
         note = f"；不再重跑切片上已经跑过的 {', '.join(skipped)}" if skipped else ""
     return [
-        ("ruff check", [PY, "-m", "ruff", "check", "."]),
-        ("ruff format --check", [PY, "-m", "ruff", "format", "--check", "."]),
-        ("内嵌模型与校验清单一致", [PY, "tools/make_tiny_model.py", "--check"]),
+        ("lint", "ruff check", [PY, "-m", "ruff", "check", "."]),
+        ("lint", "ruff format --check", [PY, "-m", "ruff", "format", "--check", "."]),
+        ("model", "内嵌模型与校验清单一致", [PY, "tools/make_tiny_model.py", "--check"]),
         (
+            "slices",
             f"steps.py check（每一章的切片，{n_jobs} 章同时）",
             [PY, "tools/steps.py", "check", "--jobs", str(n_jobs)],
         ),
-        (f"pytest（完整的包，{n_jobs} 个进程{note}）", pytest),
+        ("pytest", f"pytest（完整的包，{n_jobs} 个进程{note}）", pytest),
     ]
 
 
@@ -88,10 +94,17 @@ def run(name: str, cmd: list[str], n_jobs: int) -> tuple[bool, float]:
     return code == 0, time.perf_counter() - t
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    wanted = argv or STAGE_KEYS
+    unknown = sorted(set(wanted) - set(STAGE_KEYS))
+    if unknown:
+        choices = ", ".join(STAGE_KEYS)
+        print(f"不认识的步骤：{', '.join(unknown)}（可选：{choices}）", file=sys.stderr)
+        return 2
     start = time.perf_counter()
     n_jobs = jobs()
-    results = [(name, *run(name, cmd, n_jobs)) for name, cmd in stages(n_jobs)]
+    chosen = [(name, cmd) for key, name, cmd in stages(n_jobs) if key in wanted]
+    results = [(name, *run(name, cmd, n_jobs)) for name, cmd in chosen]
     print(f"\n===== 汇总（共 {(time.perf_counter() - start) / 60:.1f} 分钟）")
     for name, ok, secs in results:
         print(f"  {'✓' if ok else '✗'} {name}（{secs:.0f}s）")
@@ -103,4 +116,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
