@@ -11,6 +11,16 @@
     #~ self.run_normal()      （ruff format 会改写成 '# ~ <代码>'，也认；空行写成 '#~'）
     # ~~
 
+一个文件可以在成为独立文件之前，先作为另一个文件的一部分出现（代码长大以后按职责拆出去）：
+
+    # ++ server/frontend.py < ch16   第 16 章之前，这里是 server/frontend.py 在这一章的内容
+
+被并入的文件（``server/frontend.py``）的归属章必须就是这里的 ch16；它的行从宿主文件出现的那一章起
+就算数（它自己的 ``# >> chNN`` 标记照常起作用）。并入时去掉它开头的文档字符串、import、``__all__``
+和 ``logger``（宿主文件各有一份），
+把它的 import 合并进宿主文件开头的 import 块（同一章里一起并入的文件之间的 import 去掉），
+然后交给 ruff 排好 import、格式化。
+
 每一章的切片和最终的包一样要过 ruff（``check`` 会检查）。标记行在切片里消失，所以：
 块外的空行每一章都有，块内的空行只在块出现的章节才有，两边加起来要符合 ruff format；
 ruff format 会在紧跟 import 的注释前加一个空行，所以标记不能夹在同一个 import 块的两行之间——
@@ -58,6 +68,7 @@ _ANY_MARKER = re.compile(r"^\s*# ?(>>|<<|~~)")
 # 删除块里的行写成 '#~ 代码'；ruff format 会把它改写成 '# ~ 代码'，两种写法都认
 _DELETED_LINE = re.compile(r"^(\s*)# ?~(?: (.*))?$")
 _STRAY_DELETED = re.compile(r"^\s*#~")
+_INCLUDE = re.compile(r"^# \+\+ (\S+) < ch(\d+)\s*$")
 
 
 class StepsError(Exception):
@@ -99,6 +110,7 @@ class _Line:
     lo: int  # 从第 lo 章起出现
     hi: int  # 到第 hi 章（不含）为止
     source_line: int
+    include: str = ""  # '# ++' 行：在这里并入的文件（相对 minisgl/）
 
 
 # ---------------------------------------------------------------- 章节清单
@@ -152,7 +164,7 @@ def load_chapters() -> list[Chapter]:
 
 def reset_caches() -> None:
     """REPO 或文件内容变化后（测试里）清空缓存。"""
-    for f in (load_chapters, _homes, _parsed, status):
+    for f in (load_chapters, _homes, _includes, _parsed, slice_text, status):
         f.cache_clear()
 
 
@@ -265,7 +277,14 @@ def parse_markers(text: str, path: str, first: int, known: set[int]) -> list[_Li
             if not in_deleted:
                 raise err(lineno, "'# ~~' 没有对应的 '# ~~ chA < chB'")
             stack.pop()
-        elif _ANY_MARKER.match(line):
+        elif m := _INCLUDE.match(line):
+            upto = chapter(lineno, int(m.group(2)))
+            if stack:
+                raise err(lineno, "'# ++' 不能写在其他标记块里")
+            if upto <= lo:
+                raise err(lineno, f"'# ++ … < ch{upto:02d}' 不晚于所在文件的起始章（第 {lo} 章）")
+            out.append(_Line("", lo, upto, lineno, include=m.group(1)))
+        elif _ANY_MARKER.match(line) or line.startswith("# ++"):
             raise err(lineno, f"无法识别的标记：{line.strip()!r}")
         elif in_deleted:
             m = _DELETED_LINE.match(line)
@@ -287,25 +306,158 @@ def parse_markers(text: str, path: str, first: int, known: set[int]) -> list[_Li
     return out
 
 
+def _read(rel: str) -> str:
+    return (REPO / PACKAGE / rel).read_text(encoding="utf-8")
+
+
+@functools.cache
+def _includes() -> dict[str, tuple[str, int]]:
+    """被并入的文件 → (宿主文件, 到第几章为止并入)。"""
+    homes = _homes()
+    found: dict[str, tuple[str, int]] = {}
+    for rel in homes:
+        if not rel.endswith(".py"):
+            continue
+        for lineno, line in enumerate(_read(rel).splitlines(), 1):
+            if not (m := _INCLUDE.match(line)):
+                continue  # 写错的 '# ++' 行由 parse_markers 报告
+            where = f"{PACKAGE}/{rel}:{lineno}"
+            target, upto = m.group(1), int(m.group(2))
+            if target not in homes:
+                raise StepsError(f"{where}: 并入的 {PACKAGE}/{target} 不在任何一章的清单里")
+            if target in found:
+                raise StepsError(f"{where}: {PACKAGE}/{target} 已经并入了 {found[target][0]}")
+            if homes[target][0] != upto:
+                raise StepsError(
+                    f"{where}: {PACKAGE}/{target} 从第 {homes[target][0]} 章起才是独立的文件，"
+                    f"'# ++' 要写成 '< ch{homes[target][0]:02d}'"
+                )
+            found[target] = (rel, upto)
+    return found
+
+
 @functools.cache
 def _parsed(rel: str) -> tuple[_Line, ...]:
     first, _ = _homes()[rel]
-    path = REPO / PACKAGE / rel
+    if rel in _includes():  # 并入别的文件的那几章也算：它的行从宿主文件出现时算起
+        first = _homes()[_includes()[rel][0]][0]
     known = {c.number for c in load_chapters()}
-    return tuple(parse_markers(path.read_text(encoding="utf-8"), f"{PACKAGE}/{rel}", first, known))
+    return tuple(parse_markers(_read(rel), f"{PACKAGE}/{rel}", first, known))
 
 
-def _slice_lines(rel: str, n: int) -> list[_Line] | None:
-    first, _ = _homes()[rel]
-    if n < first:
-        return None
-    lines = [ln for ln in _parsed(rel) if ln.lo <= n < ln.hi]
+def _lines_at(rel: str, n: int) -> list[_Line]:
+    lines: list[_Line] = []
+    for ln in _parsed(rel):
+        if not ln.lo <= n < ln.hi:
+            continue
+        if ln.include:
+            lines.extend(_inlined_body(ln.include, n))
+        else:
+            lines.append(ln)
     # 文件末尾的标记块被切掉后，前面为它留的空行会悬在末尾：去掉
     while lines and not lines[-1].text.strip():
         lines.pop()
     return lines
 
 
+# 文件开头、并入时和 import 一起去掉的赋值：宿主文件自己有一份
+_HEADER_NAMES = {"__all__", "logger"}
+
+
+def _assigns(stmt: ast.Assign | ast.AugAssign) -> str:
+    target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
+    return target.id if isinstance(target, ast.Name) else ""
+
+
+def _header_end(text: str) -> tuple[int, list[ast.stmt]]:
+    """文件开头的文档字符串、import、``__all__`` 和 ``logger`` 到第几行为止；以及其中的 import。"""
+    end, imports = 0, []
+    for stmt in ast.parse(text).body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            imports.append(stmt)
+        elif not (
+            (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
+            or (isinstance(stmt, (ast.Assign, ast.AugAssign)) and _assigns(stmt) in _HEADER_NAMES)
+        ):
+            break
+        end = stmt.end_lineno or stmt.lineno
+    return end, imports
+
+
+def _inlined_body(rel: str, n: int) -> list[_Line]:
+    """并入宿主文件的部分：去掉开头（``_header_end``）和随后的空行，
+    前后各留两个空行（顶层定义之间的空行）。"""
+    lines = _lines_at(rel, n)
+    end, _ = _header_end("".join(ln.text + "\n" for ln in lines))
+    body = lines[end:]
+    while body and not body[0].text.strip():
+        body.pop(0)
+    blank = [_Line("", n, n + 1, 0)] * 2
+    return blank + body + blank
+
+
+def _first_import_block_end(text: str) -> int:
+    """文件开头（文档字符串之后）那一块 import 的最后一行。"""
+    end = 0
+    for stmt in ast.parse(text).body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            end = stmt.end_lineno or stmt.lineno
+        elif end or not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            break
+    return end
+
+
+def _module_of(rel: str) -> str:
+    return f"{PACKAGE}." + rel.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+
+
+def _merge_imports(rel: str, n: int, text: str) -> str:
+    """把第 n 章并入 ``rel`` 的文件的 import 合并进 ``rel`` 开头的 import 块，交给 ruff 排序、
+    合并重复，再格式化整个文件。"""
+    inlined = {t for t, (host, upto) in _includes().items() if host == rel and n < upto}
+    if not inlined:
+        return text
+    local = {_module_of(t) for t in inlined} | {_module_of(rel)}
+    package = _module_of(rel).rsplit(".", 1)[0]
+    extra: list[str] = []
+    for target in sorted(inlined):
+        _, imports = _header_end("".join(ln.text + "\n" for ln in _lines_at(target, n)))
+        for stmt in imports:
+            if isinstance(stmt, ast.ImportFrom):
+                if stmt.module == "__future__":
+                    continue
+                base = package if stmt.level == 1 else ""
+                module = f"{base}.{stmt.module}" if stmt.level else stmt.module
+                if stmt.level > 1:
+                    raise StepsError(f"{PACKAGE}/{target}: 并入的文件只能用同一个包里的相对 import")
+                if module in local:
+                    continue
+            extra.append(ast.unparse(stmt))
+    end = _first_import_block_end(text)
+    lines = text.splitlines()
+    merged = "\n".join(lines[:end] + extra + lines[end:]) + "\n"
+    config = ["--config", str(REPO / "pyproject.toml"), "--stdin-filename", f"{PACKAGE}/{rel}"]
+    for args in (["check", "--select", "I", "--fix", "--quiet"], ["format"]):
+        r = subprocess.run(
+            [sys.executable, "-m", "ruff", *args, *config, "-"],
+            input=merged,
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode != 0:
+            raise StepsError(f"{PACKAGE}/{rel}: 第 {n} 章合并 import 失败：{r.stderr.strip()}")
+        merged = r.stdout
+    return merged
+
+
+def _slice_lines(rel: str, n: int) -> list[_Line] | None:
+    first, _ = _homes()[rel]
+    if n < first:
+        return None
+    return _lines_at(rel, n)
+
+
+@functools.cache
 def slice_text(rel: str, n: int) -> str | None:
     """文件在第 n 章时的样子（标记已去掉）；这一章还没有这个文件时返回 None。"""
     if rel not in _homes():
@@ -313,7 +465,7 @@ def slice_text(rel: str, n: int) -> str | None:
     lines = _slice_lines(rel, n)
     if lines is None:
         return None
-    return "".join(ln.text + "\n" for ln in lines)
+    return _merge_imports(rel, n, "".join(ln.text + "\n" for ln in lines))
 
 
 def files_at(n: int) -> list[str]:
@@ -498,6 +650,7 @@ def lint_slice(root: Path) -> str:
 
 def validate() -> None:
     """检查所有清单和所有文件的标记（不编译）。"""
+    _includes()
     for rel in _homes():
         _parsed(rel)
 

@@ -186,6 +186,33 @@ def test_scheduler_reports_token_counts(tiny_model: Path, make_llm: Any) -> None
     assert rejected is not None and rejected.finish_reason == "error" and rejected.error
 
 
+def test_server_modules_import_one_way() -> None:
+    """server/ 的模块之间的 import 没有环：路由（api_server）在最上面，格式、生成过程、前端、
+    指标各在下面，谁也不回头导入上层。只看模块顶层的 import（函数里的延迟导入不算）。"""
+    import ast
+
+    import minisgl.server as server
+
+    root = Path(server.__file__).parent
+    graph: dict[str, set[str]] = {}
+    for path in sorted(root.glob("*.py")):
+        deps = set()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                deps.add(node.module.split(".")[0])
+        graph[path.stem] = deps
+    assert {"protocol", "completions", "frontend"} <= graph["api_server"]
+
+    def reaches(start: str, target: str, seen: set[str]) -> bool:
+        for dep in graph.get(start, set()) - seen:
+            if dep == target or reaches(dep, target, seen | {dep}):
+                return True
+        return False
+
+    circles = sorted(name for name in graph if reaches(name, name, set()))
+    assert not circles, f"这些模块处在 import 环里：{circles}"
+
+
 def test_prometheus_text_format() -> None:
     from minisgl.message import SchedulerStats
     from minisgl.server.metrics import Histogram, Metrics
@@ -238,7 +265,7 @@ def test_prometheus_text_format() -> None:
 def test_request_validation(body: dict[str, Any], param: str) -> None:
     from pydantic import ValidationError
 
-    from minisgl.server.api_server import ChatCompletionRequest, CompletionRequest
+    from minisgl.server.protocol import ChatCompletionRequest, CompletionRequest
 
     for cls in (ChatCompletionRequest, CompletionRequest):
         with pytest.raises(ValidationError, match=param):

@@ -328,3 +328,78 @@ def test_demo_is_the_last_chapter_marked_demo(repo: Path) -> None:
     toml.write_text(toml.read_text(encoding="utf-8") + "demo = true\n", encoding="utf-8")
     steps.reset_caches()
     assert steps._parse_chapter("demo") == 2 and steps.latest_chapter() == 3
+
+
+def test_a_file_inlined_into_another_before_its_home_chapter(repo: Path) -> None:
+    """'# ++ part.py < ch03'：第 3 章之前，part.py 的代码（去掉开头）写在 a.py 里，
+    它的 import 并进 a.py 的 import 块；并入时从宿主文件导入的那一行去掉。"""
+    write(repo / "pyproject.toml", "[tool.ruff]\nline-length = 100\n")
+    write(
+        repo / "chapters/03-three/chapter.toml",
+        'title = "三"\npart = "P"\nnew = ["c.py", "part.py"]\n',
+    )
+    write(
+        repo / "minisgl/a.py",
+        '''\
+        """宿主。"""
+
+        import os
+
+        # >> ch03
+        from .part import g
+        # << ch03
+        # ++ part.py < ch03
+
+
+        def f() -> int:
+            return g() + len(os.sep)
+        ''',
+    )
+    write(
+        repo / "minisgl/part.py",
+        '''\
+        """拆出去的部分。"""
+
+        import os
+        from collections import OrderedDict
+
+        from .a import f
+
+        __all__ = ["g"]
+
+        # >> ch02
+        import sys
+
+        # << ch02
+
+
+        def g() -> int:
+            # >> ch02
+            print(sys.argv, f)
+            # << ch02
+            return len(os.sep) + len(OrderedDict())
+        ''',
+    )
+    steps.reset_caches()
+    one = steps.slice_text("a.py", 1)
+    assert one is not None
+    assert one.startswith(
+        '"""宿主。"""\n\nimport os\nfrom collections import OrderedDict\n\n\ndef g()'
+    )
+    assert "from .a import" not in one and "__all__" not in one and "sys" not in one
+    assert one.endswith("def f() -> int:\n    return g() + len(os.sep)\n")
+    two = steps.slice_text("a.py", 2)
+    assert two is not None and "import os\nimport sys\nfrom collections" in two
+    assert "    print(sys.argv, f)\n" in two
+    assert steps.slice_text("part.py", 2) is None and "part.py" not in steps.files_at(2)
+    three = steps.slice_text("a.py", 3)
+    assert three == '"""宿主。"""\n\nimport os\n\nfrom .part import g\n\n\ndef f() -> int:\n' + (
+        "    return g() + len(os.sep)\n"
+    )
+    assert "from .a import f" in (steps.slice_text("part.py", 3) or "")
+    assert steps.stats_line(3) == "到这一章为止的文件：6 个（新建 2，修改 2，提前引入 0）"
+
+    write(repo / "minisgl/a.py", "# ++ part.py < ch02\n")
+    steps.reset_caches()
+    with pytest.raises(StepsError, match=r"a.py:1: .*part.py 从第 3 章起.*'< ch03'"):
+        steps.validate()
