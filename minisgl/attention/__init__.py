@@ -69,14 +69,11 @@ def create_triton_backend(
 def create_attention_backend(
     name: str, config: ModelConfig, kv_cache: BaseKVCachePool, page_table: torch.Tensor
 ) -> BaseAttnBackend:
-    # ~~ ch04 < ch18
-    # ~ """按名字建后端。``auto`` 选当前设备上最好的那个——现在只有 ``torch`` 一个。"""
-    # ~ if name == "auto":
-    # ~     name = "torch"
-    # ~~
-    # >> ch18
-    """按名字建后端。``auto``：CUDA 上装了 triton 就用 ``triton``，否则用 ``torch``。"""
+    """按名字建后端。``auto`` 选当前设备上最好的那个。"""
     if name == "auto":
-        name = "triton" if TRITON_AVAILABLE and page_table.device.type == "cuda" else "torch"
-    # << ch18
+        name = "torch"
+        # >> ch18
+        if TRITON_AVAILABLE and page_table.device.type == "cuda":  # CUDA 上装了 triton 就用它
+            name = "triton"
+        # << ch18
     return SUPPORTED_ATTENTION_BACKENDS.get(name)(config, kv_cache, page_table)
