@@ -170,13 +170,11 @@ class NativeAttnBackend(BaseAttnBackend):
         meta.kv_lens[:bs].copy_(lens, non_blocking=True)
         meta.kv_lens[bs:padded_bs].fill_(1)
 
-    # >> ch18
     def reset_graph_metadata(self, meta: NativeGraphMetadata, bs: int, dummy_slot: int) -> None:
         """捕获之前：前 ``bs`` 行都是只看哑页 1 个槽位的假请求。"""
         meta.slots[:bs].fill_(dummy_slot)
         meta.kv_lens[:bs].fill_(1)
 
-    # << ch18
     def _forward_padded_decode(
         self,
         q: torch.Tensor,

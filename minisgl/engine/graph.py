@@ -33,10 +33,7 @@ __all__ = ["GraphRunner", "padded_batch_size"]
 
 logger = init_logger(__name__)
 
-_GRAPH_HOOKS = ("make_graph_metadata", "fill_graph_metadata")
-# >> ch18
-_GRAPH_HOOKS += ("reset_graph_metadata",)
-# << ch18
+_GRAPH_HOOKS = ("make_graph_metadata", "fill_graph_metadata", "reset_graph_metadata")
 
 
 def padded_batch_size(bs: int, batch_sizes: Sequence[int]) -> int | None:
@@ -131,16 +128,10 @@ class GraphRunner:
         # 从大到小捕获：大图先占好内存池，小图复用其中的块
         for bs in reversed(self.batch_sizes):
             self.out_loc[:bs].fill_(self.dummy_slot)
-            # ~~ ch07 < ch18
-            # ~ self.meta.slots[:bs].fill_(self.dummy_slot)
-            # ~ self.meta.kv_lens[:bs].fill_(1)
-            # ~~
-            # >> ch18
-            # 元数据长什么样由后端决定（第 18 章有了第二个能捕获的后端）：让它自己填假请求
+            # 元数据长什么样由后端决定：让它自己把前 bs 行填成假请求
             self.ctx.attn_backend.reset_graph_metadata(  # type: ignore[attr-defined]
                 self.meta, bs, self.dummy_slot
             )
-            # << ch18
             # 预热放在旁路流上：懒初始化（cuBLAS 句柄等）不能发生在捕获期间
             side = torch.cuda.Stream(self.device)
             side.wait_stream(torch.cuda.current_stream(self.device))
