@@ -14,13 +14,11 @@ import torch
 __all__ = ["DEFAULT_GRAPH_BATCH_SIZES", "EngineConfig", "has_weight_files"]
 
 # decode 常见的批大小：小批次逐个捕获，大批次隔 8 个一档。真实批大小向上补齐到最近的一档
-# ~~ ch07 < ch19
-# ~ DEFAULT_GRAPH_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32)
-# ~~
+DEFAULT_GRAPH_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32)
 # >> ch19
-# 注意力换成 Triton 之后，大批次的 decode 也是 kernel 启动的开销为主：档位一直排到 512，
-# 实际只捕获不超过请求表行数（max_running_reqs）的那些
-DEFAULT_GRAPH_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, *range(8, 513, 8))
+# 注意力换成 Triton 之后，大批次的 decode 也是 kernel 启动的开销为主：32 之后接着隔 8 个一档，
+# 一直排到 512；实际只捕获不超过请求表行数（max_running_reqs）的那些
+DEFAULT_GRAPH_BATCH_SIZES = (*DEFAULT_GRAPH_BATCH_SIZES, *range(40, 513, 8))
 # << ch19
 
 
