@@ -27,6 +27,10 @@ class DecodeManager:
     def update(self, reqs: Iterable[SchedReq]) -> None:
         """一批请求前向之后：还能生成的留下（新来的加入），到了长度上限的离开。"""
         for req in reqs:
+            # >> ch09
+            if req.is_chunked:  # 提示还没算完（分块预填充）：还不能 decode
+                continue
+            # << ch09
             if req.can_decode and not req.finished:
                 self._running[req.uid] = req
             else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import queue
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Union
 
 from .utils import PendingReq, TokenOutput
 
@@ -22,14 +23,18 @@ class ExitReq:
     """让 ``run_forever`` 退出。"""
 
 
-# ~~ ch08 < ch11
-# ~ SchedulerCommand = PendingReq | ExitReq
-# ~~
 # >> ch11
 from .utils import AbortReq
 
-SchedulerCommand = PendingReq | AbortReq | ExitReq
 # << ch11
+# 调度器收到的命令
+SchedulerCommand = Union[
+    PendingReq,
+    # >> ch11
+    AbortReq,
+    # << ch11
+    ExitReq,
+]
 
 
 class SchedulerIO(ABC):

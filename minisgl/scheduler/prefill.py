@@ -31,12 +31,11 @@ class PrefillManager:
         # << ch09
 
     def __len__(self) -> int:
-        # ~~ ch08 < ch09
-        # ~ return len(self.pending)
-        # ~~
         # >> ch09
-        return len(self.pending) + (self.chunked is not None)
+        if self.chunked is not None:  # 没算完的那个请求也在等：等下一块
+            return len(self.pending) + 1
         # << ch09
+        return len(self.pending)
 
     def add(self, req: PendingReq) -> None:
         self.pending.append(req)
@@ -48,7 +47,9 @@ class PrefillManager:
         # >> ch09
         if self.chunked is not None:  # 上一步没算完的请求排在最前面，接着算下一块
             req, self.chunked = self.chunked, None
-            budget -= self._take_chunk(req, budget)
+            self._take_chunk(req, budget)
+            self.cache.ensure_pages(req, req.device_len)  # 这一块要用的页
+            budget -= req.extend_len
             reserved_pages += self.cache.pages_for(req.max_device_len) - len(req.pages)
             admitted.append(req)
         # << ch09
@@ -62,9 +63,8 @@ class PrefillManager:
             # << ch09
             handle, cached_pages = self.cache.match_req(pending.input_ids)
             # ~~ ch08 < ch09
-            # ~ extend_len = len(pending.input_ids) - handle.cached_len
-            # ~ if admitted and extend_len > budget:  # 第一个请求例外，否则长提示永远进不来
-            # ~     break
+            # ~ if admitted and len(pending.input_ids) - handle.cached_len > budget:
+            # ~     break  # 第一个请求例外：否则比预算长的提示永远进不来
             # ~~
             # 先锁住匹配到的前缀：锁住的页不再算"可淘汰"，下面的可用页数才是真的
             self.cache.prefix_cache.lock(handle)
@@ -85,13 +85,11 @@ class PrefillManager:
                 cache_handle=handle,
             )
             self.cache.write_row(req)  # 命中的前缀页
-            # ~~ ch08 < ch09
-            # ~ self.cache.ensure_pages(req, req.device_len)  # 提示要用的页
-            # ~ budget -= extend_len
-            # ~~
             # >> ch09
-            budget -= self._take_chunk(req, budget)
+            self._take_chunk(req, budget)  # 提示比剩下的预算长时，这一步只算放得下的那一块
             # << ch09
+            self.cache.ensure_pages(req, req.device_len)  # 这一步要算的 token 用的页
+            budget -= req.extend_len
             reserved_pages += total_pages - len(req.pages)  # 它将来还要的页，也预留出来
             admitted.append(req)
         return admitted
@@ -111,14 +109,12 @@ class PrefillManager:
 
     # << ch11
     # >> ch09
-    def _take_chunk(self, req: SchedReq, budget: int) -> int:
-        """这一步算提示的下一块：``cached_len`` 起最多 ``budget`` 个 token。没算完的请求记为
-        ``chunked``，下一步排在最前面。返回这一块的 token 数。"""
+    def _take_chunk(self, req: SchedReq, budget: int) -> None:
+        """这一步算提示的下一块：``cached_len`` 起最多 ``budget`` 个 token，``device_len`` 设到
+        块的末尾。没算完的请求记为 ``chunked``，下一步排在最前面。"""
         size = min(len(req.input_ids) - req.cached_len, budget)
         req.device_len = req.cached_len + size
-        self.cache.ensure_pages(req, req.device_len)  # 只拿这一块要用的页
         if req.is_chunked:
             self.chunked = req
-        return size
 
     # << ch09

@@ -58,12 +58,12 @@ class ForwardOutput:
     batch: Batch
     next_tokens: torch.Tensor  # (bs,) 主机上的张量
     # >> ch09
-    # 发出前向那一刻，哪些行是没算完的分块（它们的 token 丢掉）。在这里记下来，而不是处理结果时
-    # 再看请求的状态：第 11 章处理结果晚一步，那时这个请求可能已经排进了下一块
-    chunked: tuple[bool, ...] = ()
+    # 发出前向那一刻还没算完的分块（uid）：它们的 token 丢掉。在这里记下来，而不是处理结果时
+    # 再看请求的状态：重叠调度处理结果晚一步，那时这个请求可能已经排进了下一块
+    chunked: frozenset[int] = frozenset()
     # << ch09
     # >> ch11
-    copy_done: Event | None = None  # 拷回主机完成的事件：处理结果之前先等它
+    copy_done: Event | None = None  # 重叠调度时拷回主机的事件，处理结果之前先等它；None：已经拷完
     # << ch11
 
 
@@ -79,13 +79,12 @@ class Scheduler:
             init_distributed(info.rank, info.size, init_method=config.dist_init_addr, device=device)
         # << ch14
         self.engine = Engine(config)
-        # ~~ ch08 < ch14
-        # ~ self.io = io if io is not None else LocalIO()
-        # ~~
         # >> ch14
-        if io is None:  # 配了 ZMQ 地址就是多进程服务，否则在本进程里离线运行
-            io = ZmqIO(config) if config.zmq_backend_addr is not None else LocalIO()
-        self.io = io
+        if io is None and config.zmq_backend_addr is not None:  # 配了 ZMQ 地址就是多进程服务
+            io = ZmqIO(config)
+        # << ch14
+        self.io = io if io is not None else LocalIO()
+        # >> ch14
         # 每一步的调度决策（阶段、uid、新 token 数）汇成一个摘要：各 rank 的摘要相同，决策就相同
         self.schedule_digest = hashlib.sha256()
         self.recent_steps: deque[tuple[str, tuple[int, ...], tuple[int, ...]]] = deque(maxlen=64)
@@ -122,13 +121,16 @@ class Scheduler:
         error = self._validate(req)
         if error is not None:
             logger.warning(f"rejecting request {req.uid}: {error}")
-            # ~~ ch08 < ch16
-            # ~ return TokenOutput(req.uid, None, finished=True, finish_reason="error", error=error)
-            # ~~
-            # >> ch16
-            prompt = len(req.input_ids)
-            return TokenOutput(req.uid, None, True, "error", error=error, prompt_tokens=prompt)
-            # << ch16
+            return TokenOutput(
+                req.uid,
+                None,
+                finished=True,
+                finish_reason="error",
+                error=error,
+                # >> ch16
+                prompt_tokens=len(req.input_ids),
+                # << ch16
+            )
         self.prefill_manager.add(req)
         return None
 
@@ -163,22 +165,19 @@ class Scheduler:
 
     @property
     def has_work(self) -> bool:
-        # ~~ ch08 < ch11
-        # ~ return len(self.prefill_manager) > 0 or len(self.decode_manager) > 0
-        # ~~
         # >> ch11
-        waiting = len(self.prefill_manager) > 0 or len(self.decode_manager) > 0
-        return waiting or self.in_flight is not None
+        if self.in_flight is not None:  # 上一步发出的前向，结果还没处理
+            return True
         # << ch11
+        return len(self.prefill_manager) > 0 or len(self.decode_manager) > 0
 
     def live_reqs(self) -> list[SchedReq]:
         """占着页表行和 KV 页的请求。"""
-        # ~~ ch08 < ch09
-        # ~ return self.decode_manager.running
-        # ~~
+        live = self.decode_manager.running
         # >> ch09
-        chunked = self.prefill_manager.chunked
-        live = self.decode_manager.running + ([chunked] if chunked is not None else [])
+        if self.prefill_manager.chunked is not None:  # 分块中的请求：出了等待队列，还没进 decode
+            live.append(self.prefill_manager.chunked)
+        # << ch09
         # >> ch11
         if self.in_flight is not None:  # 最后一个 token 已经发出去、结果还没处理：页还没还
             seen = {id(r) for r in live}
@@ -186,7 +185,6 @@ class Scheduler:
             live = [r for r in live if not r.finished]
         # << ch11
         return live
-        # << ch09
 
     def schedule_next_batch(self) -> Batch | None:
         """prefill 优先：能接纳新请求就做 prefill，否则 decode 全部运行中的请求。"""
@@ -226,7 +224,7 @@ class Scheduler:
 
     # << ch14
     def forward(self, batch: Batch) -> ForwardOutput:
-        """前向、采样，把采样出的 token 拷回主机（第 11 章起这次拷贝不等它完成）。
+        """前向、采样，把采样出的 token 拷回主机。
         主机上的长度记账（``complete_one``）不需要 token 的值，现在就做。"""
         num_tokens = batch.num_tokens
         # >> ch14
@@ -248,44 +246,42 @@ class Scheduler:
         # >> ch11
         self.last_token[rows] = next_tokens.to(torch.int32)
         # << ch11
-        # ~~ ch08 < ch09
-        # ~ for req in batch.reqs:
-        # ~     req.complete_one()
-        # ~ self.decode_manager.update(batch.reqs)  # type: ignore[arg-type]
-        # ~~
         # >> ch09
-        chunked = [r.is_chunked for r in batch.reqs]  # type: ignore[attr-defined]
-        for req, is_chunked in zip(batch.reqs, chunked):
-            if is_chunked:  # 这一块的 KV 已经写进去了，下一块从这里接着算；不采样、不 decode
-                req.cached_len = req.device_len
-            else:
-                req.complete_one()
-            # >> ch10
-            if batch.is_prefill:  # 提示的 KV 一算完就进缓存：同时到达的相同前缀马上就能复用
-                self.cache.cache_req(req)  # type: ignore[arg-type]
-            # << ch10
-        self.decode_manager.update(r for r, c in zip(batch.reqs, chunked) if not c)  # type: ignore[misc]
+        # 提示还没算完的请求（分块）：不采样、不 decode；记下来交给 process，它们的 token 丢掉
+        chunked = frozenset(r.uid for r in batch.reqs if r.is_chunked)  # type: ignore[attr-defined]
         # << ch09
+        for req in batch.reqs:
+            # >> ch09
+            if req.uid in chunked:  # 这一块的 KV 已经写进去了，下一块从这里接着算
+                req.cached_len = req.device_len
+                continue
+            # << ch09
+            req.complete_one()
+        # >> ch10
+        if batch.is_prefill:  # 提示的 KV 一算完就进缓存：同时到达的相同前缀马上就能复用
+            for req in batch.reqs:
+                self.cache.cache_req(req)  # type: ignore[arg-type]
+        # << ch10
+        self.decode_manager.update(batch.reqs)  # type: ignore[arg-type]
         key = "prefill" if batch.is_prefill else "decode"
         self.stats[f"{key}_steps"] += 1
         if batch.is_prefill:
             self.stats["prefill_tokens"] += num_tokens
-        # ~~ ch08 < ch09
-        # ~ return ForwardOutput(batch, next_tokens.cpu())  # 等拷贝完成：处理结果马上要读
-        # ~~
-        # >> ch09
-        # ~~ ch09 < ch11
-        # ~ return ForwardOutput(batch, next_tokens.cpu(), tuple(chunked))
-        # ~~
-        # << ch09
         # >> ch11
-        # 拷到锁页内存里才真的是异步的；记一个事件，处理结果时只等这一次拷贝，不等整个设备
-        host = pin_memory(torch.empty(next_tokens.shape, dtype=next_tokens.dtype), self.device)
-        host.copy_(next_tokens, non_blocking=True)
-        copy_done = new_event(self.device)
-        copy_done.record()
-        return ForwardOutput(batch, host, tuple(chunked), copy_done)
+        if self.overlap:  # 结果下一步才处理：拷到锁页内存里，拷贝才真的是异步的
+            host = pin_memory(torch.empty(next_tokens.shape, dtype=next_tokens.dtype), self.device)
+            host.copy_(next_tokens, non_blocking=True)
+            copy_done = new_event(self.device)  # 处理结果时只等这一次拷贝，不等整个设备
+            copy_done.record()
+            return ForwardOutput(batch, host, chunked, copy_done)
         # << ch11
+        return ForwardOutput(
+            batch,
+            next_tokens.cpu(),  # 等拷贝完成：处理结果马上要读
+            # >> ch09
+            chunked,
+            # << ch09
+        )
 
     # >> ch11
     def _prepare_decode(self, batch: Batch, rows: torch.Tensor) -> None:
@@ -307,12 +303,9 @@ class Scheduler:
             output.copy_done.synchronize()
         # << ch11
         tokens = output.next_tokens.tolist()
-        # ~~ ch08 < ch09
-        # ~ for req, token in zip(output.batch.reqs, tokens):
-        # ~~
-        # >> ch09
-        for req, token, is_chunked in zip(output.batch.reqs, tokens, output.chunked):
-            if is_chunked:  # 提示还没算完：这一行采样出的 token 没有意义
+        for req, token in zip(output.batch.reqs, tokens):
+            # >> ch09
+            if req.uid in output.chunked:  # 提示还没算完：这一行采样出的 token 没有意义
                 continue
             # << ch09
             assert isinstance(req, SchedReq)
@@ -329,22 +322,18 @@ class Scheduler:
                 req.finish_reason = "length"
             if req.finished:
                 self._free_req(req)
-            # ~~ ch08 < ch16
-            # ~ outputs.append(TokenOutput(req.uid, token, req.finished, req.finish_reason))
-            # ~~
-            # >> ch16
-            generated = len(req.input_ids) - req.prompt_len
             outputs.append(
                 TokenOutput(
                     req.uid,
                     token,
                     req.finished,
                     req.finish_reason,
+                    # >> ch16
                     prompt_tokens=req.prompt_len,
-                    completion_tokens=generated,
+                    completion_tokens=len(req.input_ids) - req.prompt_len,
+                    # << ch16
                 )
             )
-            # << ch16
         return outputs
 
     def _free_req(self, req: SchedReq) -> None:
