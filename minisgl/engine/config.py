@@ -1,7 +1,7 @@
 """Engine 的配置：一个 dataclass，把"加载哪个模型、KV 池开多大、要不要 CUDA Graph"集中在一处。
 
-第 8 章的调度器、第 15 章的命令行都只往这里填值；Engine 自己不读命令行，也不读环境变量
-（设备除外：``device=None`` 时按第 1 章的 ``pick_device`` 规则选）。
+调用方（调度器、命令行）只往这里填值；Engine 自己不读命令行，也不读环境变量
+（设备除外：``device=None`` 时按 ``pick_device`` 的规则选）。
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ class SchedulerConfig(EngineConfig):
     # 都得等着；太小，长提示要好几步才能算完
     max_extend_tokens: int = 8192
     # ~~ ch08 < ch10
-    # ~ cache_type: str = "naive"  # 前缀缓存：本章只有 naive（什么都不缓存），第 10 章加上 radix
+    # ~ cache_type: str = "naive"  # 前缀缓存：naive（什么都不缓存）
     # ~~
     # >> ch10
     cache_type: str = "radix"  # 前缀缓存：radix（复用相同的前缀）或 naive（什么都不缓存）
