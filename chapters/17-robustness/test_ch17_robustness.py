@@ -127,9 +127,14 @@ def test_256_concurrent_streams_with_openai_client(server: Any) -> None:
     prompts = [f"Request {i}: count to {i % 7 + 3}." for i in range(n)]
 
     async def run() -> tuple[list[dict[str, Any]], list[Any]]:
-        client = openai.AsyncOpenAI(
-            base_url=server.url("/v1"), api_key="none", max_retries=0, timeout=300
-        )
+        def new_client() -> openai.AsyncOpenAI:
+            return openai.AsyncOpenAI(
+                base_url=server.url("/v1"), api_key="none", max_retries=0, timeout=300
+            )
+
+        # 两轮各用一个新客户端：第一轮早早结束的连接会空闲到整轮结束，超过 uvicorn 的
+        # keep-alive（5 秒）就被服务端关掉；第二轮再拿它发请求，正好赶上关闭时就是 ReadError
+        client = new_client()
 
         async def stream_one(prompt: str) -> dict[str, Any]:
             async with client.chat.completions.with_streaming_response.create(
@@ -152,6 +157,8 @@ def test_256_concurrent_streams_with_openai_client(server: Any) -> None:
             )
 
         streams = await asyncio.gather(*(stream_one(p) for p in prompts))
+        await client.close()
+        client = new_client()
         wholes = await asyncio.gather(*(whole(p) for p in prompts))
         await client.close()
         return streams, wholes

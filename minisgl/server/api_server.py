@@ -88,19 +88,13 @@ def event_stream(
 ) -> StreamingResponse:
     """把一串事件编码成 SSE 流式返回。客户端断开就中止这个请求（``stream_with_cancellation``）；
     响应结束之后无论如何都运行 ``gen.release()``：客户端在流开始之前就断开时，只有它能收尾。"""
+    # >> ch17
+    events = error_as_event(events)
+    # << ch17
 
     async def encode() -> AsyncIterator[bytes]:
-        # ~~ ch15 < ch17
-        # ~ async for event in events:
-        # ~     yield sse(event)
-        # ~~
-        # >> ch17
-        try:
-            async for event in events:
-                yield sse(event)
-        except RequestError as e:  # 生成到一半后端挂了：一条错误事件，没有 [DONE]
-            yield sse(error_body(e.status, e.message, e.param))
-        # << ch17
+        async for event in events:
+            yield sse(event)
 
     return StreamingResponse(
         get_state().stream_with_cancellation(encode(), request, gen.uid),
@@ -109,6 +103,19 @@ def event_stream(
     )
 
 
+# >> ch17
+async def error_as_event(
+    events: AsyncIterator[dict[str, Any] | str],
+) -> AsyncIterator[dict[str, Any] | str]:
+    """生成到一半失败了（后端挂了）：流里加一条 OpenAI 格式的错误事件，不再有 ``[DONE]``。"""
+    try:
+        async for event in events:
+            yield event
+    except RequestError as e:
+        yield error_body(e.status, e.message, e.param)
+
+
+# << ch17
 @app.exception_handler(RequestValidationError)
 async def _on_invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
     """JSON 写错、缺字段、类型不对、参数越界：FastAPI 默认回 422 和它自己的格式，改成 400。"""

@@ -124,14 +124,12 @@ class Generation:
         if first is None:  # 等待期间被中止：客户端断开了
             gen._reject(499, "the client closed the connection")
         elif first.status.finish_reason == "error":
-            # ~~ ch16 < ch17
-            # ~ gen._reject(400, first.status.error or "the request was rejected")
-            # ~~
+            status = 400  # 调度器拒绝了：请求本身不合法
             # >> ch17
-            # 后端挂了是服务的问题：503；否则是请求本身不合法：400
-            status = 503 if frontend.failure is not None else 400
-            gen._reject(status, first.status.error or "the request was rejected")
+            if frontend.failure is not None:  # 后端挂了：是服务的问题
+                status = 503
             # << ch17
+            gen._reject(status, first.status.error or "the request was rejected")
         frontend.metrics.ttft.observe(time.monotonic() - gen.started_at)
         gen.replies = _prepend(first, gen.replies)  # deltas() 从第一条回复开始
         # << ch16

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -403,3 +404,39 @@ def test_a_file_inlined_into_another_before_its_home_chapter(repo: Path) -> None
     steps.reset_caches()
     with pytest.raises(StepsError, match=r"a.py:1: .*part.py 从第 3 章起.*'< ch03'"):
         steps.validate()
+
+
+def test_final_package_keeps_few_replaced_lines_and_blocks_inside_one_function() -> None:
+    """最终的包读起来要像一份普通的代码：被后面章节替换掉的旧代码（'#~' 行）全部加起来不超过
+    15 行；没有一个标记块从一个函数里开始、到另一个函数里才结束。"""
+    import ast
+
+    package = Path(__file__).resolve().parents[2] / "minisgl"
+    replaced = 0
+    spans: list[str] = []
+    for path in sorted(package.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        replaced += sum(1 for ln in lines if re.match(r"^\s*# ?~( |$)", ln))
+        funcs = [
+            (node.lineno, node.end_lineno or node.lineno)
+            for node in ast.walk(ast.parse(text))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        ]
+        opened: list[int] = []
+        for i, line in enumerate(lines, 1):
+            if steps._OPEN_ADD.match(line) or steps._OPEN_DEL.match(line):
+                opened.append(i)
+                continue
+            if not (steps._CLOSE_ADD.match(line) or steps._CLOSE_DEL.match(line)) or not opened:
+                continue
+            start = opened.pop()
+            for lo, hi in funcs:
+                # 块在函数里开始、函数结束之后还有代码才闭合；或者在函数外开始、在函数里闭合
+                tail = [
+                    ln for ln in lines[hi : i - 1] if ln.strip() and not ln.strip().startswith("#")
+                ]
+                if (lo < start <= hi and i > hi and tail) or (start < lo and lo <= i <= hi):
+                    spans.append(f"{path.relative_to(package.parent)}:{start}-{i}")
+    assert replaced <= 15, f"最终的包里还有 {replaced} 行 '#~'"
+    assert not spans, f"这些标记块跨了函数：{spans}"
