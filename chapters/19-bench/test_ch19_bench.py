@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import subprocess
 import sys
@@ -208,7 +209,9 @@ def test_quick_benchmark_end_to_end(tmp_path: Path) -> None:
         assert r["offline"][key]["tokens_per_s"] > 0
     assert 0 < r["offline"]["floor_s"] < r["offline"]["ours"]["seconds"]
     assert [d["batch_size"] for d in r["decode"]] == [1, 8]
-    assert all(d["ours_ms"] > 0 and d["hf_ms"] > 0 and d["floor_ms"] > 0 for d in r["decode"])
+    # decode 一步是两次运行之差：忙碌的机器上可能差出 0 甚至负数，这里只查报告的形状，不查快慢
+    assert all(math.isfinite(d["ours_ms"]) and math.isfinite(d["hf_ms"]) for d in r["decode"])
+    assert all(d["floor_ms"] > 0 for d in r["decode"])
     levels = r["online"]["levels"]
     assert [(x["clients"], x["requests"]) for x in levels] == [(1, 2), (4, 8)]
     assert all(x["ttft_p50_ms"] <= x["ttft_p99_ms"] for x in levels)

@@ -1,4 +1,4 @@
-"""第 18 章的三个 Triton kernel（调用它们的包装函数和后端在 ``triton_attn.py``）。
+"""Triton 分页注意力的三个 kernel（调用它们的包装函数和后端在 ``triton_attn.py``）。
 
 这个模块直接 ``import triton``：只有装了 triton 时才会被导入（``triton_attn.py`` 里的 try）。
 参数的约定：``Q``/``OUT`` 是 ``(token, 头, D)``，``K``/``V`` 是摊平成 ``(槽位, kv 头, D)`` 的

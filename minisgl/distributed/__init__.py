@@ -1,4 +1,4 @@
-"""张量并行的"我是谁"（``info``）。第 3 章在这里加上 rank 之间的通信（``impl``）。"""
+"""张量并行：每个进程的"我是谁"（``info``）和 rank 之间的通信（``impl``）。"""
 
 from __future__ import annotations
 

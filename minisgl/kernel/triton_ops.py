@@ -1,6 +1,6 @@
-"""第 19 章：RMSNorm（可以先加残差）和 RoPE 的 Triton 版，各一个 kernel。
+"""RMSNorm（可以先加残差）和 RoPE 的 Triton 版，各一个 kernel。
 
-剖析 decode 的一步（第 19 章）：CUDA Graph 已经省掉了启动 kernel 的 CPU 时间，但 GPU 上每个
+剖析 decode 的一步：CUDA Graph 已经省掉了启动 kernel 的 CPU 时间，但 GPU 上每个
 kernel 至少也要一两微秒。``ops.py`` 里的 PyTorch 写法，一次 RMSNorm 是 6、7 个小 kernel（转
 float32、平方、求均值、rsqrt、乘、转回、乘权重），一次 RoPE 十几个；每层 4 次 RMSNorm（输入、
 注意力之后、q_norm、k_norm）加一次 RoPE，28 层就是一千多个小 kernel。这里每个都只启动一次：

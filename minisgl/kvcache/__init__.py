@@ -1,5 +1,5 @@
-"""KV 缓存：第 4 章是存放 K/V 的池子（``BaseKVCachePool`` / ``MHAKVCache``）；
-第 8、10 章在这里加上前缀缓存（``naive``、``radix``）。"""
+"""KV 缓存：存放 K/V 的池子（``BaseKVCachePool`` / ``MHAKVCache``）和前缀缓存（``naive``、
+``radix``）。"""
 
 from __future__ import annotations
 
