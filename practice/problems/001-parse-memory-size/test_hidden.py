@@ -3,6 +3,21 @@
 from solution import parse_memory_size
 
 
+def same(actual, expected):
+    """类型和取值都一致才算对：type 逐层相同（list/tuple/dict 递归进去），最后才比 ==。
+
+    只比 == 的话，返回 Fraction(1024)、1024.0，或者一个和谁比都相等的对象，也能蒙混过关。
+    """
+    if type(actual) is not type(expected):
+        return False
+    if isinstance(expected, (list, tuple)):
+        return len(actual) == len(expected) and all(map(same, actual, expected))
+    if isinstance(expected, dict):
+        keys_match = actual.keys() == expected.keys()
+        return keys_match and all(same(actual[k], expected[k]) for k in expected)
+    return bool(expected == actual)
+
+
 def _error_message(text):
     """调用 parse_memory_size(text)，要求它抛 ValueError，返回错误信息。"""
     try:
@@ -13,36 +28,36 @@ def _error_message(text):
 
 
 def test_lowercase_units():
-    assert parse_memory_size("64k") == 64 * 1024
-    assert parse_memory_size("512m") == 512 * 1024**2
-    assert parse_memory_size("1.5g") == 1610612736
-    assert parse_memory_size("2t") == 2 * 1024**4
+    assert same(parse_memory_size("64k"), 64 * 1024)
+    assert same(parse_memory_size("512m"), 512 * 1024**2)
+    assert same(parse_memory_size("1.5g"), 1610612736)
+    assert same(parse_memory_size("2t"), 2 * 1024**4)
 
 
 def test_b_suffix():
-    assert parse_memory_size("100B") == 100
-    assert parse_memory_size("100b") == 100
-    assert parse_memory_size("512MB") == 512 * 1024**2
-    assert parse_memory_size("1gb") == 1024**3
-    assert parse_memory_size("3Kb") == 3 * 1024
+    assert same(parse_memory_size("100B"), 100)
+    assert same(parse_memory_size("100b"), 100)
+    assert same(parse_memory_size("512MB"), 512 * 1024**2)
+    assert same(parse_memory_size("1gb"), 1024**3)
+    assert same(parse_memory_size("3Kb"), 3 * 1024)
 
 
 def test_inner_whitespace():
-    assert parse_memory_size("512 M") == 512 * 1024**2
-    assert parse_memory_size("\t64 KB\n") == 64 * 1024
-    assert parse_memory_size("1  g") == 1024**3
+    assert same(parse_memory_size("512 M"), 512 * 1024**2)
+    assert same(parse_memory_size("\t64 KB\n"), 64 * 1024)
+    assert same(parse_memory_size("1  g"), 1024**3)
 
 
 def test_zero_with_unit():
-    assert parse_memory_size("0G") == 0
-    assert parse_memory_size("0.0M") == 0
+    assert same(parse_memory_size("0G"), 0)
+    assert same(parse_memory_size("0.0M"), 0)
 
 
 def test_exact_fractions():
-    assert parse_memory_size("0.5K") == 512
-    assert parse_memory_size("1.125K") == 1152
-    assert parse_memory_size("0.25M") == 262144
-    assert parse_memory_size("2.75G") == 2952790016
+    assert same(parse_memory_size("0.5K"), 512)
+    assert same(parse_memory_size("1.125K"), 1152)
+    assert same(parse_memory_size("0.25M"), 262144)
+    assert same(parse_memory_size("2.75G"), 2952790016)
 
 
 def test_not_whole_bytes():
@@ -51,9 +66,9 @@ def test_not_whole_bytes():
 
 
 def test_large_values_are_exact():
-    assert parse_memory_size("9007199254740993") == 9007199254740993
-    assert parse_memory_size("1024T") == 2**50
-    assert parse_memory_size("123456789012345678901234567890") == 123456789012345678901234567890
+    assert same(parse_memory_size("9007199254740993"), 9007199254740993)
+    assert same(parse_memory_size("1024T"), 2**50)
+    assert same(parse_memory_size("123456789012345678901234567890"), 123456789012345678901234567890)
 
 
 def test_signs_rejected():
@@ -80,3 +95,22 @@ def test_message_contains_input():
     for text in ["12X", "-1G", "abc", "0.1K", "1e3"]:
         message = _error_message(text)
         assert text in message, f"错误信息里应包含原始输入 {text!r}，实际是：{message!r}"
+
+
+def test_result_is_exactly_int():
+    for text, want in [("0", 0), ("1024", 1024), ("1.5G", 1610612736), ("0.5K", 512)]:
+        got = parse_memory_size(text)
+        assert type(got) is int, f"{text!r} 应返回 int，得到 {type(got).__name__}"
+        assert same(got, want)
+
+
+def test_non_ascii_digits_rejected():
+    # 规则 2 只认 ASCII 的 0-9：\d 和 str.isdigit() 还会认全角、阿拉伯-印度、天城文数字
+    for text in ["１２G", "１", "١٢", "12٣K", "१G", "²G", "1.５G"]:
+        _error_message(text)
+
+
+def test_other_units_rejected():
+    # 只有表里的单位合法：KiB/MiB 这类写法、P/PB、单独的 I 都不行
+    for text in ["1KiB", "1MiB", "1gib", "1TiB", "1PB", "1Ki", "1I", "1KBB"]:
+        _error_message(text)
