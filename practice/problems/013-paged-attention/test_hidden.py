@@ -1,4 +1,4 @@
-"""013 的隐藏测试：更多的 GQA 组合、跨页、只有一个 KV 头、输出 dtype。"""
+"""013 的隐藏测试：更多的 GQA 组合、跨页、只有一个 KV 头、输出的类型、dtype 与形状。"""
 
 import math
 
@@ -18,20 +18,25 @@ def reference(q_all, k_all, v_all, cached_len):
     return out[cached_len:]
 
 
-def run(n, cached_len, hq, hkv, page_size, pages, d=8, seed=1):
+def run(n, cached_len, hq, hkv, page_size, pages, d=8, seed=1, dtype=torch.float32, tol=1e-5):
+    """造一个请求跑 paged_attention；检查返回的是 dtype 与 q 相同、形状正确的张量，再比数值。"""
     g = torch.Generator().manual_seed(seed)
-    q_all = torch.randn(n, hq, d, generator=g)
-    k_all = torch.randn(n, hkv, d, generator=g)
-    v_all = torch.randn(n, hkv, d, generator=g)
+    q_all = torch.randn(n, hq, d, generator=g).to(dtype)
+    k_all = torch.randn(n, hkv, d, generator=g).to(dtype)
+    v_all = torch.randn(n, hkv, d, generator=g).to(dtype)
     num_pages = max(pages) + 1
-    k_cache = torch.randn(num_pages, page_size, hkv, d, generator=g)
-    v_cache = torch.randn(num_pages, page_size, hkv, d, generator=g)
+    k_cache = torch.randn(num_pages, page_size, hkv, d, generator=g).to(dtype)
+    v_cache = torch.randn(num_pages, page_size, hkv, d, generator=g).to(dtype)
     slots = torch.tensor([pages[i // page_size] * page_size + i % page_size for i in range(n)])
     k_cache.view(-1, hkv, d)[slots] = k_all
     v_cache.view(-1, hkv, d)[slots] = v_all
     got = paged_attention(q_all[cached_len:], k_cache, v_cache, slots.to(torch.int64), cached_len)
+    # 先确认是真正的张量：只比数值的话，一个“和谁比都相等”的对象也能混过去
+    assert type(got) is torch.Tensor, f"应返回 torch.Tensor，得到 {type(got).__name__}"
+    assert got.dtype == dtype, f"输出 dtype 应和 q 一样是 {dtype}，得到 {got.dtype}"
+    assert tuple(got.shape) == (n - cached_len, hq, d), f"形状不对：{tuple(got.shape)}"
     err = (got.double() - reference(q_all, k_all, v_all, cached_len)).abs().max().item()
-    assert err < 1e-5, f"n={n}, cached={cached_len}, Hq={hq}, Hkv={hkv}: 最大误差 {err:.3g}"
+    assert err < tol, f"n={n}, cached={cached_len}, Hq={hq}, Hkv={hkv}: 最大误差 {err:.3g}"
     return got
 
 
@@ -56,5 +61,8 @@ def test_prefix_ends_mid_page():
 
 
 def test_keeps_dtype():
-    got = run(4, 1, 2, 1, 2, [1, 0])
-    assert got.dtype == torch.float32
+    # 输出 dtype 跟着 q 走：float64 进 float64 出，半精度进半精度出（不能一律变成 float32）
+    run(4, 1, 2, 1, 2, [1, 0])
+    run(6, 2, 4, 2, 2, [2, 0, 1], dtype=torch.float64, tol=1e-10)
+    run(6, 2, 4, 2, 2, [2, 0, 1], dtype=torch.bfloat16, tol=5e-2)
+    run(6, 2, 4, 2, 2, [2, 0, 1], dtype=torch.float16, tol=1e-2)
