@@ -3,6 +3,21 @@
 from solution import qkv_pieces
 
 
+def same(actual, expected):
+    """类型和取值都一致才算对：type 逐层相同（list/tuple/dict 递归进去），最后才比 ==。
+
+    只比 == 的话，返回 1 冒充 1.0、True 冒充 1，或者返回一个和谁比都相等的对象，都能蒙混过关。
+    """
+    if type(actual) is not type(expected):
+        return False
+    if isinstance(expected, (list, tuple)):
+        return len(actual) == len(expected) and all(map(same, actual, expected))
+    if isinstance(expected, dict):
+        keys_match = actual.keys() == expected.keys()
+        return keys_match and all(same(actual[k], expected[k]) for k in expected)
+    return bool(expected == actual)
+
+
 def _error_message(*args):
     try:
         value = qkv_pieces(*args)
@@ -25,11 +40,11 @@ def test_shapes_and_order():
     for q_heads, kv_heads, d, tp in CASES:
         for rank in range(tp):
             pieces = qkv_pieces(q_heads, kv_heads, d, tp, rank)
-            assert [p[0] for p in pieces] == ["q", "k", "v"]
+            assert same([p[0] for p in pieces], ["q", "k", "v"])
             q, k, v = pieces
-            assert q[2] - q[1] == q_heads // tp * d
-            assert k[2] - k[1] == max(kv_heads // tp, 1) * d
-            assert k[1:] == v[1:]
+            assert same(q[2] - q[1], q_heads // tp * d)
+            assert same(k[2] - k[1], max(kv_heads // tp, 1) * d)
+            assert same(k[1:], v[1:])
             assert all(p[1] % d == 0 for p in pieces), "每一段都必须从一个头的开头切"
 
 
@@ -39,7 +54,7 @@ def test_q_rows_cover_the_projection_once():
         for rank in range(tp):
             _, start, stop = qkv_pieces(q_heads, kv_heads, d, tp, rank)[0]
             rows.extend(range(start, stop))
-        assert rows == list(range(q_heads * d))
+        assert same(rows, list(range(q_heads * d)))
 
 
 def test_q_heads_find_their_kv_head_locally():
@@ -49,7 +64,7 @@ def test_q_heads_find_their_kv_head_locally():
             q, k, _ = qkv_pieces(q_heads, kv_heads, d, tp, rank)
             needed = sorted({h // group for h in range(q[1] // d, q[2] // d)})
             have = list(range(k[1] // d, k[2] // d))
-            assert needed == have, (
+            assert same(needed, have), (
                 f"Q={q_heads}, KV={kv_heads}, tp={tp}, rank={rank}: "
                 f"Q 头需要 KV 头 {needed}，本 rank 拿到的是 {have}"
             )
@@ -62,7 +77,7 @@ def test_every_kv_head_equally_replicated():
             _, k, _ = qkv_pieces(q_heads, kv_heads, d, tp, rank)
             for h in range(k[1] // d, k[2] // d):
                 counts[h] += 1
-        assert counts == [max(tp // kv_heads, 1)] * kv_heads
+        assert same(counts, [max(tp // kv_heads, 1)] * kv_heads)
 
 
 def test_bad_replication():
@@ -85,3 +100,13 @@ def test_invalid_arguments():
         assert str(rank) in message, message
     _error_message(8.0, 8, 8, 4, 0)
     _error_message(8, 8, 8, True, 0)
+
+
+def test_exact_pieces_are_str_int_int_tuples():
+    # 返回 list，里面每一段是 (str, int, int) 的元组；用 / 算出来的 640.0 之类不算对
+    assert same(qkv_pieces(16, 8, 128, 16, 5), [("q", 640, 768), ("k", 256, 384), ("v", 256, 384)])
+    assert same(qkv_pieces(4, 4, 8, 4, 0), [("q", 0, 8), ("k", 0, 8), ("v", 0, 8)])
+    assert same(qkv_pieces(12, 2, 16, 6, 5), [("q", 160, 192), ("k", 16, 32), ("v", 16, 32)])
+    assert same(
+        qkv_pieces(64, 4, 128, 32, 31), [("q", 7936, 8192), ("k", 384, 512), ("v", 384, 512)]
+    )

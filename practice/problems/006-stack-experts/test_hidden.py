@@ -4,6 +4,16 @@ import torch
 from solution import stack_experts
 
 
+def same_tensor(actual, expected):
+    """actual 必须是真正的 torch.Tensor，dtype、形状、数值都和 expected 一样。"""
+    assert type(actual) is torch.Tensor, f"应返回 torch.Tensor，得到 {type(actual).__name__}"
+    assert actual.dtype == expected.dtype, f"dtype 应为 {expected.dtype}，得到 {actual.dtype}"
+    assert actual.shape == expected.shape, (
+        f"形状应为 {tuple(expected.shape)}，得到 {tuple(actual.shape)}"
+    )
+    assert torch.equal(actual, expected), "数值不对"
+
+
 def _weights(num_experts, inter, hidden, prefix="mlp", seed=0, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
     w = {}
@@ -76,3 +86,26 @@ def test_invalid_arguments():
     _error(w, "mlp", 2, 0, 0)
     _error(w, "mlp", 2, 2, 2)
     _error(w, "mlp", 2, 2, -1)
+
+
+def test_returns_a_tuple_of_exact_tensors():
+    # (gate_up, down) 是两个张量组成的 tuple，dtype 与输入相同、取值逐位相同
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+        w = _weights(3, 4, 2, seed=5, dtype=dtype)
+        result = stack_experts(w, "mlp", 3, 2, 1)
+        assert type(result) is tuple and len(result) == 2, f"应返回两个张量的 tuple：{result!r}"
+        gate_up, down = result
+        want_gu = torch.stack(
+            [
+                torch.cat(
+                    [
+                        w[f"mlp.experts.{e}.gate_proj.weight"][2:],
+                        w[f"mlp.experts.{e}.up_proj.weight"][2:],
+                    ]
+                )
+                for e in range(3)
+            ]
+        )
+        want_down = torch.stack([w[f"mlp.experts.{e}.down_proj.weight"][:, 2:] for e in range(3)])
+        same_tensor(gate_up, want_gu)
+        same_tensor(down, want_down)
