@@ -3,6 +3,21 @@
 from solution import merge_stream
 
 
+def same(actual, expected):
+    """类型和取值都一致才算对：type 逐层相同（list/tuple/dict 递归进去），最后才比 ==。
+
+    只比 == 的话，返回 1 冒充 1.0、True 冒充 1，或者返回一个和谁比都相等的对象，都能蒙混过关。
+    """
+    if type(actual) is not type(expected):
+        return False
+    if isinstance(expected, (list, tuple)):
+        return len(actual) == len(expected) and all(map(same, actual, expected))
+    if isinstance(expected, dict):
+        keys_match = actual.keys() == expected.keys()
+        return keys_match and all(same(actual[k], expected[k]) for k in expected)
+    return bool(expected == actual)
+
+
 def _error_message(items):
     try:
         result = list(merge_stream(items))
@@ -34,20 +49,23 @@ def test_yields_as_soon_as_complete():
     seen = []
     for name, _ in merge_stream(source()):
         seen.append((name, len(consumed)))
-    assert seen == [
-        ("embed", 1),
-        ("model.layers.0.self_attn.qkv_proj.weight", 5),
-        ("model.layers.0.mlp.gate_up_proj.weight", 6),
-        ("norm", 7),
-        ("model.layers.1.self_attn.qkv_proj.weight", 11),
-        ("model.layers.1.mlp.gate_up_proj.weight", 12),
-    ], f"（名字, 交出它时已经读了几项）：{seen}"
+    assert same(
+        seen,
+        [
+            ("embed", 1),
+            ("model.layers.0.self_attn.qkv_proj.weight", 5),
+            ("model.layers.0.mlp.gate_up_proj.weight", 6),
+            ("norm", 7),
+            ("model.layers.1.self_attn.qkv_proj.weight", 11),
+            ("model.layers.1.mlp.gate_up_proj.weight", 12),
+        ],
+    ), f"（名字, 交出它时已经读了几项）：{seen}"
 
 
 def test_order_inside_a_group_ignores_arrival():
     for order in ["qkv", "qvk", "kqv", "kvq", "vqk", "vkq"]:
         out = dict(merge_stream(_layer(3, order)))
-        assert out == {"model.layers.3.self_attn.qkv_proj.weight": ["q3", "k3", "v3"]}, order
+        assert same(out, {"model.layers.3.self_attn.qkv_proj.weight": ["q3", "k3", "v3"]}), order
 
 
 def test_rows_are_concatenated():
@@ -55,7 +73,7 @@ def test_rows_are_concatenated():
         ("x.gate_proj.weight", [[1, 2], [3, 4]]),
         ("x.up_proj.weight", [[5, 6]]),
     ]
-    assert list(merge_stream(items)) == [("x.gate_up_proj.weight", [[1, 2], [3, 4], [5, 6]])]
+    assert same(list(merge_stream(items)), [("x.gate_up_proj.weight", [[1, 2], [3, 4], [5, 6]])])
 
 
 def test_bias_and_experts_form_their_own_groups():
@@ -71,12 +89,15 @@ def test_bias_and_experts_form_their_own_groups():
         ("a.k_proj.weight", ["kw"]),
         ("a.v_proj.weight", ["vw"]),
     ]
-    assert list(merge_stream(items)) == [
-        ("a.qkv_proj.bias", ["qb", "kb", "vb"]),
-        ("mlp.experts.3.gate_up_proj.weight", ["g3", "u3"]),
-        ("mlp.experts.10.gate_up_proj.weight", ["g10", "u10"]),
-        ("a.qkv_proj.weight", ["qw", "kw", "vw"]),
-    ]
+    assert same(
+        list(merge_stream(items)),
+        [
+            ("a.qkv_proj.bias", ["qb", "kb", "vb"]),
+            ("mlp.experts.3.gate_up_proj.weight", ["g3", "u3"]),
+            ("mlp.experts.10.gate_up_proj.weight", ["g10", "u10"]),
+            ("a.qkv_proj.weight", ["qw", "kw", "vw"]),
+        ],
+    )
 
 
 def test_already_merged_names_pass_through():
@@ -87,7 +108,7 @@ def test_already_merged_names_pass_through():
         ("a.down_proj.weight", ["d"]),
         ("a.q_norm.weight", ["qn"]),
     ]
-    assert list(merge_stream(items)) == items
+    assert same(list(merge_stream(items)), items)
 
 
 def test_missing_members_are_named():
@@ -112,4 +133,4 @@ def test_duplicate_in_pending_group():
 
 
 def test_empty():
-    assert list(merge_stream([])) == []
+    assert same(list(merge_stream([])), [])

@@ -4,6 +4,22 @@ import math
 
 from solution import inv_freq
 
+
+def same(actual, expected):
+    """类型和取值都一致才算对：type 逐层相同（list/tuple/dict 递归进去），最后才比 ==。
+
+    只比 == 的话，返回 1 冒充 1.0、True 冒充 1，或者返回一个和谁比都相等的对象，都能蒙混过关。
+    """
+    if type(actual) is not type(expected):
+        return False
+    if isinstance(expected, (list, tuple)):
+        return len(actual) == len(expected) and all(map(same, actual, expected))
+    if isinstance(expected, dict):
+        keys_match = actual.keys() == expected.keys()
+        return keys_match and all(same(actual[k], expected[k]) for k in expected)
+    return bool(expected == actual)
+
+
 LLAMA31 = {
     "rope_type": "llama3",
     "factor": 8.0,
@@ -24,11 +40,11 @@ def _raises(*args):
 def test_llama31_three_segments():
     raw = inv_freq(128, 500000.0)
     got = inv_freq(128, 500000.0, LLAMA31)
-    assert len(got) == 64
+    assert same(len(got), 64)
     kept = [i for i in range(64) if got[i] == raw[i]]
     scaled = [i for i in range(64) if math.isclose(got[i], raw[i] / 8, rel_tol=1e-12)]
-    assert kept == list(range(29)), f"应当保持不变的是前 29 项，得到 {kept}"
-    assert scaled == list(range(35, 64)), f"应当除以 8 的是后 29 项，得到 {scaled}"
+    assert same(kept, list(range(29))), f"应当保持不变的是前 29 项，得到 {kept}"
+    assert same(scaled, list(range(35, 64))), f"应当除以 8 的是后 29 项，得到 {scaled}"
     for i in range(29, 35):  # 过渡段：严格介于两者之间
         assert raw[i] / 8 < got[i] < raw[i], f"第 {i} 项 {got[i]} 不在过渡段里"
 
@@ -51,8 +67,8 @@ def test_llama31_is_decreasing():
 
 
 def test_missing_rope_type_means_default():
-    assert inv_freq(8, 10000.0, {}) == inv_freq(8, 10000.0)
-    assert inv_freq(8, 10000.0, {"factor": 4.0}) == inv_freq(8, 10000.0)
+    assert same(inv_freq(8, 10000.0, {}), inv_freq(8, 10000.0))
+    assert same(inv_freq(8, 10000.0, {"factor": 4.0}), inv_freq(8, 10000.0))
 
 
 def test_linear_large():
@@ -63,7 +79,7 @@ def test_linear_large():
 
 
 def test_smallest_table():
-    assert inv_freq(2, 10000.0) == [1.0]
+    assert same(inv_freq(2, 10000.0), [1.0])
 
 
 def test_bad_arguments():
