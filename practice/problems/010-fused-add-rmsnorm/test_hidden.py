@@ -60,3 +60,13 @@ def test_three_dims():
     fused_add_rmsnorm(x, residual, weight, 1e-5)
     _close(residual, want_residual)
     _close(x, want_x)
+
+
+def test_returns_none_and_keeps_dtypes():
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        x, residual = torch.randn(3, 8).to(dtype), torch.randn(3, 8).to(dtype)
+        want_residual, want_x = _reference(x, residual, torch.ones(8, dtype=dtype), 1e-6)
+        result = fused_add_rmsnorm(x, residual, torch.ones(8, dtype=dtype), 1e-6)
+        assert result is None, f"应返回 None（原地改写），得到 {type(result).__name__}"
+        assert x.dtype == dtype and residual.dtype == dtype
+        assert torch.equal(residual, want_residual) and torch.equal(x, want_x), dtype
