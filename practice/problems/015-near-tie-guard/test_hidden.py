@@ -1,10 +1,27 @@
 """015 的隐藏测试：并列的第一名、阈值的边界、参照答案比我们长或短、停下那一步的误差、参数检查。"""
 
-from solution import compare_greedy
+from solution import Comparison, compare_greedy
+
+
+def same(actual, expected):
+    """类型和取值都一致才算对：type 逐层相同（list/tuple/dict 递归进去），最后才比 ==。
+
+    只比 == 的话，返回 1 冒充 1.0、True 冒充 1，或者返回一个和谁比都相等的对象，都能蒙混过关。
+    """
+    if type(actual) is not type(expected):
+        return False
+    if isinstance(expected, (list, tuple)):
+        return len(actual) == len(expected) and all(map(same, actual, expected))
+    if isinstance(expected, dict):
+        keys_match = actual.keys() == expected.keys()
+        return keys_match and all(same(actual[k], expected[k]) for k in expected)
+    return bool(expected == actual)
 
 
 def _check(got, compared, max_diff, stop, step):
-    assert (got.compared, got.stop, got.step) == (compared, stop, step), got
+    assert type(got) is Comparison, f"应返回 Comparison，得到 {type(got).__name__}"
+    assert same((got.compared, got.stop, got.step), (compared, stop, step)), got
+    assert type(got.max_diff) is float, f"max_diff 应是 float，得到 {got.max_diff!r}"
     assert abs(got.max_diff - max_diff) < 1e-9, got
 
 
