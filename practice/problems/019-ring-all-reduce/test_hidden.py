@@ -5,6 +5,21 @@ import copy
 from solution import ring_all_reduce
 
 
+def same(actual, expected):
+    """类型和取值都一致才算对：type 逐层相同（list/tuple/dict 递归进去），最后才比 ==。
+
+    只比 == 的话，返回 1 冒充 1.0、True 冒充 1，或者返回一个和谁比都相等的对象，都能蒙混过关。
+    """
+    if type(actual) is not type(expected):
+        return False
+    if isinstance(expected, (list, tuple)):
+        return len(actual) == len(expected) and all(map(same, actual, expected))
+    if isinstance(expected, dict):
+        keys_match = actual.keys() == expected.keys()
+        return keys_match and all(same(actual[k], expected[k]) for k in expected)
+    return bool(expected == actual)
+
+
 def _raises_value_error(data):
     try:
         value = ring_all_reduce(data)
@@ -25,21 +40,21 @@ def test_sums_for_many_shapes():
             data = _data(n, length)
             results, _ = ring_all_reduce(data)
             want = [sum(data[r][i] for r in range(n)) for i in range(length)]
-            assert results == [want] * n, f"n={n}, length={length}"
+            assert same(results, [want] * n), f"n={n}, length={length}"
 
 
 def test_traffic_is_two_chunks_per_step():
     for n in (2, 4, 8):
         length = 24
         _, sent = ring_all_reduce(_data(n, length))
-        assert sent == [2 * (n - 1) * length // n] * n, f"n={n}: {sent}"
+        assert same(sent, [2 * (n - 1) * length // n] * n), f"n={n}: {sent}"
 
 
 def test_traffic_with_uneven_chunks():
     # L=7、N=3：块是 [0,2)、[2,4)、[4,7)，长度 2、2、3
     _, sent = ring_all_reduce(_data(3, 7))
     # reduce-scatter：rank r 依次发第 r、r-1 块；all-gather：依次发第 r+1、r 块
-    assert sent == [2 + 3 + 2 + 2, 2 + 2 + 3 + 2, 3 + 2 + 2 + 3]
+    assert same(sent, [2 + 3 + 2 + 2, 2 + 2 + 3 + 2, 3 + 2 + 2 + 3])
 
 
 def test_each_chunk_is_summed_around_the_ring():
@@ -56,7 +71,7 @@ def test_each_chunk_is_summed_around_the_ring():
         for k in range(1, 4):
             acc = acc + data[(c + k) % 4][c]
         want.append(acc)
-    assert results == [want] * 4, (results[0], want)
+    assert same(results, [want] * 4), (results[0], want)
     assert results[0][:3] != [sum(d[i] for d in data) for i in range(3)]  # 和 rank 0 起头的顺序不同
 
 
@@ -70,7 +85,7 @@ def test_input_not_modified():
     data = _data(4, 9)
     before = copy.deepcopy(data)
     results, _ = ring_all_reduce(data)
-    assert data == before
+    assert same(data, before)
     assert results[0] is not data[0]
 
 
