@@ -5,8 +5,25 @@ import math
 from solution import candidates, sampling_probs
 
 
+def same(actual, expected):
+    """类型和取值都一致才算对：type 逐层相同（list/tuple/dict 递归进去），最后才比 ==。
+
+    只比 == 的话，返回 1 冒充 1.0、True 冒充 1，或者返回一个和谁比都相等的对象，都能蒙混过关。
+    """
+    if type(actual) is not type(expected):
+        return False
+    if isinstance(expected, (list, tuple)):
+        return len(actual) == len(expected) and all(map(same, actual, expected))
+    if isinstance(expected, dict):
+        keys_match = actual.keys() == expected.keys()
+        return keys_match and all(same(actual[k], expected[k]) for k in expected)
+    return bool(expected == actual)
+
+
 def _close(got, want):
-    assert len(got) == len(want), f"长度不对：{got!r}"
+    assert type(got) is list, f"应返回 list，得到 {type(got).__name__}"
+    assert all(type(g) is float for g in got), f"每一项都应是 float：{got!r}"
+    assert same(len(got), len(want)), f"长度不对：{got!r}"
     for g, w in zip(got, want):
         assert abs(g - w) <= 1e-9, f"{got!r} 和 {want!r} 不够接近"
 
@@ -20,47 +37,47 @@ def _raises_value_error(func, *args):
 
 
 def test_ties_and_exact_threshold():
-    assert candidates([0.25, 0.25, 0.5], -1, 0.75) == [2, 0]
-    assert candidates([0.25, 0.25, 0.5], -1, 1.0) == [2, 0, 1]
-    assert candidates([0.25, 0.25, 0.25, 0.25], 2, 1.0) == [0, 1]
+    assert same(candidates([0.25, 0.25, 0.5], -1, 0.75), [2, 0])
+    assert same(candidates([0.25, 0.25, 0.5], -1, 1.0), [2, 0, 1])
+    assert same(candidates([0.25, 0.25, 0.25, 0.25], 2, 1.0), [0, 1])
 
 
 def test_threshold_is_strict():
-    assert candidates([0.5, 0.25, 0.25], -1, 0.5) == [0]
-    assert candidates([0.5, 0.25, 0.25], -1, 0.5000001) == [0, 1]
+    assert same(candidates([0.5, 0.25, 0.25], -1, 0.5), [0])
+    assert same(candidates([0.5, 0.25, 0.25], -1, 0.5000001), [0, 1])
 
 
 def test_top_p_uses_the_full_distribution():
     # top-k 留下前两名（0.4、0.3）；top-p 看的是全体概率：第二名前面的和 0.4 < 0.5，留下。
     # 若先在前两名里重新归一化，第二名前面的和变成 0.571，就被错误地掩掉了
-    assert candidates([0.4, 0.3, 0.2, 0.1], 2, 0.5) == [0, 1]
+    assert same(candidates([0.4, 0.3, 0.2, 0.1], 2, 0.5), [0, 1])
     got = sampling_probs([math.log(4), math.log(3), math.log(2), 0.0], 1.0, 2, 0.5)
     _close(got, [4 / 7, 3 / 7, 0.0, 0.0])
 
 
 def test_top_k_zero_or_huge_means_no_limit():
     probs = [0.1, 0.2, 0.3, 0.4]
-    assert candidates(probs, 0, 1.0) == [3, 2, 1, 0]
-    assert candidates(probs, 100, 1.0) == [3, 2, 1, 0]
-    assert candidates(probs, -5, 1.0) == [3, 2, 1, 0]
+    assert same(candidates(probs, 0, 1.0), [3, 2, 1, 0])
+    assert same(candidates(probs, 100, 1.0), [3, 2, 1, 0])
+    assert same(candidates(probs, -5, 1.0), [3, 2, 1, 0])
 
 
 def test_tiny_top_p_keeps_one():
-    assert candidates([0.2, 0.3, 0.5], -1, 1e-9) == [2]
+    assert same(candidates([0.2, 0.3, 0.5], -1, 1e-9), [2])
 
 
 def test_zero_temperature_with_top_p_is_greedy():
-    assert sampling_probs([1.0, 3.0, 2.0], 0.0, -1, 0.5) == [0.0, 1.0, 0.0]
-    assert sampling_probs([1.0, 3.0, 2.0], -1.0, -1, 0.9) == [0.0, 1.0, 0.0]
+    assert same(sampling_probs([1.0, 3.0, 2.0], 0.0, -1, 0.5), [0.0, 1.0, 0.0])
+    assert same(sampling_probs([1.0, 3.0, 2.0], -1.0, -1, 0.9), [0.0, 1.0, 0.0])
 
 
 def test_top_k_one_is_greedy_at_any_temperature():
-    assert sampling_probs([0.5, 0.1, 0.5], 5.0, 1, 1.0) == [1.0, 0.0, 0.0]
-    assert sampling_probs([0.5, 0.1, 0.7], 5.0, 1, 0.3) == [0.0, 0.0, 1.0]
+    assert same(sampling_probs([0.5, 0.1, 0.5], 5.0, 1, 1.0), [1.0, 0.0, 0.0])
+    assert same(sampling_probs([0.5, 0.1, 0.7], 5.0, 1, 0.3), [0.0, 0.0, 1.0])
 
 
 def test_greedy_tie_picks_smallest_index():
-    assert sampling_probs([2.0, 7.0, 7.0], 0.0, -1, 1.0) == [0.0, 1.0, 0.0]
+    assert same(sampling_probs([2.0, 7.0, 7.0], 0.0, -1, 1.0), [0.0, 1.0, 0.0])
 
 
 def test_temperature_flattens_and_sharpens():
