@@ -17,6 +17,15 @@
 指令写错、文件或限定名不存在、缺录制、章号不存在，都会抛出 PluginError，写明页面和行号，构建失败；
 不认识的 ``[[...]]`` 行同样报错，不会原样留在网页里。
 
+页面的源码先过一遍排版检查（layout_problems）：Python-Markdown 会读错结构的缩进和空行
+（列表里缩进 1～3 格的嵌套内容、紧跟在段落后面的列表和表格）让构建失败，写明文件和行号；
+练习题的题面在读入时（load_problems）就检查。展开指令之后，去掉中文段落里的软换行
+（join_cjk_lines），免得浏览器在中文字之间显示空格。
+
+``extra.repo_url``（本书的 GitHub 仓库）是网站里指向仓库的链接的唯一来源：每页的「编辑此页」、
+每章 main 下面的「在 Colab 中打开」和 notebook 第一格里克隆的仓库都由它生成（repo_links）；
+没设时这三样都没有。
+
 另外：按章节清单和练习题生成导航（on_config）；为每道练习题生成一页（题面、起始代码、可见测试和
 本地判题命令；``extra.browser_editor`` 打开时，浏览器题还有编辑器和在 Pyodide 里判题用的测试——
 隐藏测试也随页面下载，只是不显示；参考答案和错误答案永远不进网站）；用 jupytext 把每章的 main.py
@@ -180,6 +189,147 @@ def parse_directive(body: str) -> Directive:
     return Directive(name, path=path, qualname=qualname)
 
 
+# ---------------------------------------------------------------- Markdown 源码的排版
+
+# Python-Markdown 的列表比 CommonMark 严（编辑器的预览多半是 CommonMark，在那里看起来都对）：
+# 列表项里的嵌套列表、表格、代码块和第二段都要缩进 4 格，嵌套 n 层就是 4n 格；
+# 列表和表格前面要空一行。
+_LIST_ITEM = re.compile(r"^ *(?:\d+\.|[-*+])(?: +|$)")
+_TABLE_ROW = re.compile(r"^ *\|")
+# 提示框、折叠块、标签页的标题行：紧跟在下面、缩进的内容属于它，不必空行
+_CONTAINER = re.compile(r"^ *(?:!!!|\?\?\?\+?|===) ")
+
+
+def layout_problems(markdown: str) -> list[tuple[int, str]]:
+    """Python-Markdown 会读错结构的缩进和空行：[(行号, 说明)]，行号从 1 开始。
+
+    - 列表里，列表项和空行之后的那一段缩进 1～3 格（不是 4 的倍数）：嵌套的列表项会变成上一层的
+      同级项，空行之后的段落、表格、代码块会跑出列表，后面的编号重新开始；
+    - 嵌套的列表项比上一项多缩进 8 格以上：它会变成上一项里的普通文字；
+    - 列表项或表格紧跟在一段文字后面、中间没有空行：它们会并进那一段。
+
+    围栏代码块里的内容不检查。
+    """
+    problems: list[tuple[int, str]] = []
+    fence: str | None = None
+    items: list[int] = []  # 打开着的各层列表项的缩进；空表示不在列表里
+    prev = ""  # 上一行；空行记为 ""
+    block_first = ""  # 当前这一块（空行或标题隔开）的第一行
+    for no, line in enumerate(markdown.split("\n"), 1):
+        if fence is not None:
+            m = _FENCE.match(line)
+            if m and m.group("fence")[0] == fence[0] and len(m.group("fence")) >= len(fence):
+                fence = None
+                prev = line
+            continue
+        if not line.strip():
+            prev = ""
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        item = _LIST_ITEM.match(line) is not None
+        new_block = prev == ""
+        if new_block or prev.lstrip().startswith("#"):
+            block_first = line
+        if new_block and items and not item and indent <= items[0] and indent % 4 == 0:
+            items = []  # 顶格（或者和最外层列表项一样）的一段：列表结束了
+        if items:
+            if indent % 4 and (item or new_block):
+                what = "列表项" if item else "列表里空行之后的这一段"
+                problems.append(
+                    (no, f"{what}缩进了 {indent} 格：列表里的嵌套内容要缩进 4 的倍数格")
+                )
+            elif item and indent > items[-1] + 4:
+                problems.append(
+                    (no, f"列表项比上一层多缩进了 {indent - items[-1]} 格：嵌套一层是 4 格")
+                )
+        if (
+            item
+            and not new_block
+            and not _LIST_ITEM.match(block_first)
+            and not _CONTAINER.match(block_first)
+        ):
+            problems.append((no, "列表项前面要空一行，否则它会并进上一段"))
+            block_first = line  # 后面紧跟着的列表项不再重复报
+        if _TABLE_ROW.match(line) and not _TABLE_ROW.match(block_first) and line != block_first:
+            problems.append((no, "表格前面要空一行，否则它会并进上一段"))
+            block_first = line
+        if item:
+            items = [i for i in items if i < indent] + [indent]
+        elif new_block and items:
+            items = [i for i in items if i < indent]
+        m = _FENCE.match(line)
+        if m:
+            fence = m.group("fence")
+        prev = line
+    return problems
+
+
+def check_layout(markdown: str, where: str, offset: int = 0) -> None:
+    """有 layout_problems 报告的问题就抛 DirectiveError，每条写明「文件:行号」。"""
+    problems = layout_problems(markdown)
+    if problems:
+        lines = [f"{where}:{no + offset}: {msg}" for no, msg in problems]
+        raise DirectiveError("Markdown 会读错这些地方的结构：\n" + "\n".join(lines))
+
+
+# 中文段落里的换行：浏览器把 HTML 里的换行显示成一个空格，中文字之间就多出了空格。
+_CJK_PUNCT = "\u3000-\u303f\uff00-\uffef\u2014\u2026\u2018\u2019\u201c\u201d"  # 、。，（）——……“”
+_CJK = "\u2e80-\u2fff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff" + _CJK_PUNCT
+# 下一行以这些开头时是一个新的块（列表项、标题、表格、HTML、提示框、分隔线……），不接
+_NEW_BLOCK = re.compile(
+    r"(?:\d+\.|[-*+])(?: |$)|[#|<>]|\{:|!!!|\?\?\?|===|\[\[|\[[^\]]+\]:\s|[-_*=]{3,}\s*$"
+)
+
+
+def _soft_break_shows_as_space(end: str, start: str) -> bool:
+    """一行以 end 结尾、下一行以 start 开头：中间的换行显示成空格是不是多余的。
+
+    两边都是中文（汉字、假名或全角标点）时多余；一边是全角标点时也多余（"；" 后面不空格）。
+    中文和英文单词、数字、代码之间的空格留着。
+    """
+    if not end or not start or end.isspace() or start.isspace():
+        return False
+    cjk = re.compile(rf"[{_CJK}]")
+    punct = re.compile(rf"[{_CJK_PUNCT}]")
+    both = cjk.match(end) and cjk.match(start)
+    return bool(both or punct.match(end) or punct.match(start))
+
+
+def join_cjk_lines(markdown: str) -> str:
+    """去掉中文段落里的软换行：把下一行接到这一行后面（见 _soft_break_shows_as_space）。
+
+    围栏代码块、标题、表格行、HTML 行、提示框的标题行不动；下一行是列表项、表格这类新的块时不接；
+    行尾有空格（Markdown 的硬换行）时不接。粗体的 ** 不算字符：看的是它里面的字。
+    """
+    out: list[str] = []
+    fence: str | None = None
+    for line in markdown.split("\n"):
+        m = _FENCE.match(line)
+        if fence is not None:
+            if m and m.group("fence")[0] == fence[0] and len(m.group("fence")) >= len(fence):
+                fence = None
+            out.append(line)
+            continue
+        if m:
+            fence = m.group("fence")
+            out.append(line)
+            continue
+        text = line.lstrip()
+        if out and out[-1].strip() and text:
+            prev = out[-1]
+            head = prev.lstrip()
+            if (
+                _soft_break_shows_as_space(prev.rstrip("*")[-1:], text.lstrip("*")[:1])
+                and not head.startswith(("#", "|", "<", "{:", "```", "~~~"))
+                and not _CONTAINER.match(prev)
+                and not _NEW_BLOCK.match(text)
+            ):
+                out[-1] = prev + text
+                continue
+        out.append(line)
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------- 练习题
 
 
@@ -233,7 +383,9 @@ def load_problems(problems_dir: Path = PROBLEMS_DIR) -> list[Problem]:
         statement = d / "statement.md"
         if not statement.is_file():
             raise DirectiveError(f"{where}: 文件不存在")
-        meta, body = _split_front_matter(statement.read_text(encoding="utf-8"), where)
+        text = statement.read_text(encoding="utf-8")
+        meta, body = _split_front_matter(text, where)
+        check_layout(body, where, offset=text.count("\n") - body.count("\n"))
         missing = [k for k in ("title", "chapter", "difficulty", "runtime") if k not in meta]
         if missing:
             raise DirectiveError(f"{where}: front matter 缺少 {missing}")
@@ -791,13 +943,14 @@ def copy_practice_assets(site_dir: Path, bundle: Path) -> None:
 @dataclass
 class _BuildState:
     docs_dir: Path
-    colab_base: str
-    repo_git: str
+    colab_base: str  # 「在 Colab 中打开」的链接前缀；空串表示不加这个链接
+    repo_git: str  # notebook 第一格在 Colab 里克隆的仓库；空串表示不加这一格
     browser_editor: bool
     chapter_pages: dict[int, str]
     problems: list[Problem]
     bundle: Path | None = None  # esbuild 打包好的编辑器（browser_editor 打开时）
     version: str = "dev"
+    edit_base: str = ""  # 「编辑此页」的链接前缀（仓库里某个分支的根目录）；空串表示不加
 
 
 _state: _BuildState | None = None
@@ -836,10 +989,15 @@ def on_config(config: Any) -> Any:
         check_web_deps()
         bundle = build_editor_bundle()
         version = assets_version(bundle)
+    try:
+        links = repo_links(extra, str(config.get("remote_branch") or "gh-pages"))
+    except DirectiveError as e:
+        raise PluginError(f"mkdocs.yml: {e}") from None
     _state = _BuildState(
         docs_dir=docs_dir,
-        colab_base=str(extra.get("colab_base", "")),
-        repo_git=str(extra.get("repo_git", "")),
+        colab_base=links.colab_base,
+        repo_git=links.repo_git,
+        edit_base=links.edit_base,
         browser_editor=browser_editor,
         chapter_pages=pages,
         problems=problems,
@@ -849,6 +1007,54 @@ def on_config(config: Any) -> Any:
     if not config.get("nav"):
         config["nav"] = build_nav(chapters, pages, problems)
     return config
+
+
+@dataclass(frozen=True)
+class RepoLinks:
+    """由 ``extra.repo_url`` 推出来的三样东西；没设仓库地址时都是空串。"""
+
+    colab_base: str = ""  # + /notebooks/chNN.ipynb 就是「在 Colab 中打开」的链接
+    repo_git: str = ""  # notebook 的第一格在 Colab 里克隆它
+    edit_base: str = ""  # + 仓库里的路径就是「编辑此页」的链接
+
+
+def repo_links(extra: dict[str, Any], site_branch: str = "gh-pages") -> RepoLinks:
+    """``extra.repo_url``（GitHub 仓库的地址）和 ``extra.repo_branch``（源码所在的分支）。
+
+    notebook 随网站发布在 ``site_branch``（mkdocs 的 remote_branch，gh-deploy 推送的分支）上，
+    Colab 从那里打开它。
+    """
+    url = str(extra.get("repo_url") or "").strip().rstrip("/")
+    if not url:
+        return RepoLinks()
+    m = re.fullmatch(r"https://github\.com/([\w.-]+)/([\w.-]+)", url)
+    if not m or m.group(2).endswith(".git"):
+        raise DirectiveError(
+            f"extra.repo_url 要写成 https://github.com/OWNER/REPO（不带 .git），不是 {url!r}"
+        )
+    branch = str(extra.get("repo_branch") or "main")
+    owner, name = m.groups()
+    return RepoLinks(
+        colab_base=f"https://colab.research.google.com/github/{owner}/{name}/blob/{site_branch}",
+        repo_git=f"{url}.git",
+        edit_base=f"{url}/edit/{branch}",
+    )
+
+
+def edit_url(state: _BuildState, src: str, generated: bool) -> str | None:
+    """一页的「编辑此页」链接：练习题页指向题面 statement.md，docs/ 里的页面指向它自己。"""
+    if not state.edit_base:
+        return None
+    if generated:
+        problem = next((p for p in state.problems if p.page == src), None)
+        if problem is None:  # 练习题总览这类完全生成的页面没有源文件
+            return None
+        return f"{state.edit_base}/practice/problems/{problem.name}/statement.md"
+    try:
+        docs = state.docs_dir.resolve().relative_to(REPO).as_posix()
+    except ValueError:  # 测试里复制到别处的 docs/
+        docs = "docs"
+    return f"{state.edit_base}/{docs}/{src}"
 
 
 @functools.cache
@@ -931,9 +1137,14 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         page_src=src,
         chapter_pages=state.chapter_pages,
     )
-    source = page.file.content_string
-    body = expand_markdown(markdown, chapter, src, ctx, _front_matter_lines(source, markdown))
-    return "\n".join(prefix) + body
+    offset = _front_matter_lines(page.file.content_string, markdown)
+    try:
+        check_layout(markdown, src, offset)
+    except DirectiveError as e:
+        raise PluginError(str(e)) from None
+    body = expand_markdown(markdown, chapter, src, ctx, offset)
+    page.edit_url = edit_url(state, src, page.file.generated_by is not None)
+    return join_cjk_lines("\n".join(prefix) + body)
 
 
 def on_post_page(output: str, page: Any, config: Any) -> str:

@@ -1,4 +1,5 @@
-"""网站的测试：章节页必须符合页面模板；mkdocs 钩子的指令解析、报错和练习题页面。
+"""网站的测试：章节页必须符合页面模板；mkdocs 钩子的指令解析、报错和练习题页面；
+Markdown 源码的排版检查、中文段落的换行；整站构建与链接检查。
 
 页面模板（每一章都一样，顺序固定）：导语 · 自测 · 本章要写的文件 · 这一步的 main · 正文 · 运行 ·
 官方实现 · 测试 · 怎么讲清楚 · 练习 · 小结 · 本章练习题。
@@ -8,12 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import re
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import pytest
 import yaml
@@ -28,13 +32,17 @@ from docs_hooks import (  # noqa: E402
     Directive,
     DirectiveError,
     expand_markdown,
+    join_cjk_lines,
+    layout_problems,
     load_judge_core,
     load_problems,
     parse_directive,
     problem_page,
+    repo_links,
 )
 
 DOCS = REPO / "docs"
+PROBLEMS = REPO / "practice" / "problems"
 PINNED_COMMIT = "20fcd7f3c6a1898a61139fae1c97cc7a40bd8d66"
 
 # (标题, 这一节里必须出现的东西)；正文小节夹在「这一步的 main」和「运行」之间，标题随意
@@ -449,6 +457,298 @@ def test_missing_npm_packages_fail_the_build_with_a_hint(
         docs_hooks.check_web_deps()
 
 
+# ---------------------------------------------------------------- Markdown 源码的排版
+
+
+def _markdown_sources() -> list[Path]:
+    statements = sorted(PROBLEMS.glob("*/statement.md"))
+    return statements + sorted(DOCS.rglob("*.md"))
+
+
+@pytest.mark.parametrize("path", _markdown_sources(), ids=lambda p: p.relative_to(REPO).as_posix())
+def test_markdown_sources_render_as_written(path: Path) -> None:
+    problems = layout_problems(path.read_text(encoding="utf-8"))
+    where = path.relative_to(REPO).as_posix()
+    assert not problems, "\n".join(f"{where}:{no}: {msg}" for no, msg in problems)
+
+
+# (有问题的源码, 改好的源码, 报错的行号, 报错里的字)：每一种 Python-Markdown 会读错结构的写法
+BAD_LAYOUT = [
+    (
+        "1. 父项：\n   - 子项\n   - 子项\n2. 下一项\n",
+        "1. 父项：\n    - 子项\n    - 子项\n2. 下一项\n",
+        2,
+        "列表项缩进了 3 格",
+    ),
+    ("- 父项\n  1. 子项\n", "- 父项\n    1. 子项\n", 2, "列表项缩进了 2 格"),
+    (
+        "1. 单位：\n\n   | a | b |\n   |---|---|\n   | 1 | 2 |\n\n2. 下一项\n",
+        "1. 单位：\n\n    | a | b |\n    |---|---|\n    | 1 | 2 |\n\n2. 下一项\n",
+        3,
+        "空行之后",
+    ),
+    ("1. 第一段\n\n   第二段\n", "1. 第一段\n\n    第二段\n", 3, "空行之后"),
+    (
+        "1. 代码：\n\n   ```text\n   x\n   ```\n",
+        "1. 代码：\n\n    ```text\n    x\n    ```\n",
+        3,
+        "空行之后",
+    ),
+    ("- 父项\n        - 跳了一层\n", "- 父项\n    - 跳了一层\n", 2, "多缩进了 8 格"),
+    (
+        "1. 第一段\n\n    第二段\n2. 下一项\n",
+        "1. 第一段\n\n    第二段\n\n2. 下一项\n",
+        4,
+        "列表项前面要空一行",
+    ),
+    (
+        "1. 第一段\n\n    ```text\n    x\n    ```\n2. 下一项\n",
+        "1. 第一段\n\n    ```text\n    x\n    ```\n\n2. 下一项\n",
+        6,
+        "列表项前面要空一行",
+    ),
+    ("规则如下：\n- 一\n- 二\n", "规则如下：\n\n- 一\n- 二\n", 2, "列表项前面要空一行"),
+    (
+        "结果如下：\n| a | b |\n|---|---|\n",
+        "结果如下：\n\n| a | b |\n|---|---|\n",
+        2,
+        "表格前面要空一行",
+    ),
+]
+
+GOOD_LAYOUT = [
+    "1. 父项：\n    - 子项\n      接着写\n    - 子项\n\n    第二段\n\n"
+    "    | a | b |\n    |---|---|\n\n2. 下一项\n   接着写（续行缩进几格都行）\n",
+    "- 父项\n    1. 子项\n        - 孙项\n",
+    "1. 代码：\n\n    ```text\n       缩进 3 格的代码行不检查\n    - 也不是列表\n    ```\n"
+    "\n2. 下一项\n",
+    "## 标题\n- 一\n- 二\n\n段落\n\n   缩进 3 格的普通段落（不在列表里）\n",
+    '!!! note "提示"\n    - 一\n    - 二\n\n=== "CPU"\n\n    1. 一\n        - 子项\n',
+]
+
+
+@pytest.mark.parametrize(("bad", "fixed", "line", "message"), BAD_LAYOUT)
+def test_layout_check_catches_markdown_that_would_flatten(
+    bad: str, fixed: str, line: int, message: str
+) -> None:
+    problems = layout_problems(bad)
+    assert problems and problems[0][0] == line and message in problems[0][1], problems
+    assert layout_problems(fixed) == []
+    # 报出来的每一种写法，渲染出来的结构确实和改好的不一样
+    assert _skeleton(_render(bad)) != _skeleton(_render(fixed))
+
+
+def _render(text: str) -> str:
+    import markdown
+
+    return markdown.markdown(text, extensions=["tables", "pymdownx.superfences"])
+
+
+@pytest.mark.parametrize("text", GOOD_LAYOUT)
+def test_layout_check_accepts_proper_nesting(text: str) -> None:
+    assert layout_problems(text) == []
+
+
+def _skeleton(html_text: str) -> list[str]:
+    """段落、列表、表格、代码块的嵌套结构（标签的开闭序列）。"""
+    keep = {"p", "ol", "ul", "li", "table", "pre"}
+    out: list[str] = []
+
+    class P(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: object) -> None:
+            if tag in keep:
+                out.append(f"<{tag}")
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in keep:
+                out.append(f"{tag}>")
+
+    P().feed(html_text)
+    return out
+
+
+def test_bad_statement_fails_with_file_and_line(tmp_path: Path) -> None:
+    d = tmp_path / "001-bad"
+    d.mkdir()
+    front = "---\ntitle: T\nchapter: 1\ndifficulty: 简单\nruntime: browser\n---\n\n"
+    (d / "statement.md").write_text(front + "1. 父项：\n   - 子项\n", encoding="utf-8")
+    with pytest.raises(DirectiveError, match=r"001-bad/statement\.md:9: 列表项缩进了 3 格"):
+        load_problems(tmp_path)
+
+
+# ---------------------------------------------------------------- 中文段落里的换行
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("几千行 Python，\n却有一个服务", "几千行 Python，却有一个服务"),
+        ("一章一章\n重新写出来", "一章一章重新写出来"),
+        ("- 列表项的第一行，\n  第二行", "- 列表项的第一行，第二行"),
+        ("1. 按下面的顺序\n   检查：", "1. 按下面的顺序检查："),
+        ("先记下**原因**\n再送错误回复", "先记下**原因**再送错误回复"),
+        (
+            "内嵌模型校验；\n`tools/steps.py check`（逐章）",
+            "内嵌模型校验；`tools/steps.py check`（逐章）",
+        ),
+        ("它们都一直在做 prefill\n（第 8 章）", "它们都一直在做 prefill（第 8 章）"),
+        # 中文和英文单词、数字、代码之间的空格留着
+        ("每个 rank\n都不一样", "每个 rank\n都不一样"),
+        ("分给 `tp_size` 个\nrank", "分给 `tp_size` 个\nrank"),
+        # 新的块、硬换行、标题、表格、代码块都不动
+        ("规则如下：\n\n- 一", "规则如下：\n\n- 一"),
+        ("硬换行  \n下一行", "硬换行  \n下一行"),
+        ("## 标题\n正文", "## 标题\n正文"),
+        ("| 中 | 文 |\n正文", "| 中 | 文 |\n正文"),
+        ("```text\n中文\n中文\n```\n", "```text\n中文\n中文\n```\n"),
+        (
+            "    ```text\n    中文，\n    （续）\n    ```",
+            "    ```text\n    中文，\n    （续）\n    ```",
+        ),
+        ('!!! note "提示"\n    中文', '!!! note "提示"\n    中文'),
+        ("<p>中文</p>\n（续）", "<p>中文</p>\n（续）"),
+        ("正文：\n1. 一", "正文：\n1. 一"),
+    ],
+)
+def test_join_cjk_lines(source: str, expected: str) -> None:
+    assert join_cjk_lines(source) == expected
+
+
+# ---------------------------------------------------------------- 仓库地址
+
+
+def test_repo_links_are_empty_without_a_repo_url() -> None:
+    assert repo_links({}) == docs_hooks.RepoLinks()
+    assert repo_links({"repo_url": ""}) == docs_hooks.RepoLinks()
+
+
+def test_repo_links_come_from_repo_url() -> None:
+    links = repo_links({"repo_url": "https://github.com/someone/minisgl-book/"}, "gh-pages")
+    assert links.colab_base == (
+        "https://colab.research.google.com/github/someone/minisgl-book/blob/gh-pages"
+    )
+    assert links.repo_git == "https://github.com/someone/minisgl-book.git"
+    assert links.edit_base == "https://github.com/someone/minisgl-book/edit/main"
+    other = repo_links({"repo_url": "https://github.com/a/b", "repo_branch": "dev"})
+    assert other.edit_base == "https://github.com/a/b/edit/dev"
+
+
+@pytest.mark.parametrize(
+    "url", ["https://github.com/OWNER", "https://github.com/a/b.git", "https://gitlab.com/a/b"]
+)
+def test_repo_links_reject_other_urls(url: str) -> None:
+    with pytest.raises(DirectiveError, match="https://github.com/OWNER/REPO"):
+        repo_links({"repo_url": url})
+
+
+def test_notebook_clones_the_repo_only_when_it_is_set() -> None:
+    assert "git clone" not in docs_hooks.main_to_notebook(1, "")
+    nb = docs_hooks.main_to_notebook(1, "https://github.com/a/b.git")
+    assert "https://github.com/a/b.git" in nb and '\\"clone\\"' in nb
+
+
+def test_no_colab_link_without_a_repo() -> None:
+    ctx = Context(page_src="chapters/01-skeleton.md")
+    out = expand_markdown("[[main]]\n", 1, "chapters/01-skeleton.md", ctx)
+    assert "下载 notebook" in out and "Colab" not in out
+
+
+# ---------------------------------------------------------------- 链接检查
+
+
+class _PageLinks(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        for key in ("id", "name") if tag == "a" else ("id",):
+            if a.get(key):
+                self.ids.add(str(a[key]))
+        if tag in ("a", "link", "script", "img", "iframe", "source"):
+            self.links += [str(a[k]) for k in ("href", "src") if a.get(k) is not None]
+
+
+def check_links(site: Path, allowed_external: tuple[str, ...]) -> list[str]:
+    """网站里每一个 href/src：站内的页面和文件要存在，#锚点要在目标页上；站外的只能是允许的前缀。
+
+    只有 404.html 可以用绝对路径（它在任何路径下都可能被显示，mkdocs 因此这样生成它）。
+    """
+    parsed: dict[Path, _PageLinks] = {}
+
+    def parse(path: Path) -> _PageLinks:
+        if path not in parsed:
+            parsed[path] = _PageLinks()
+            parsed[path].feed(path.read_text(encoding="utf-8"))
+        return parsed[path]
+
+    errors: list[str] = []
+    for page in sorted(site.rglob("*.html")):
+        rel = page.relative_to(site).as_posix()
+        for url in parse(page).links:
+            parts = urlsplit(url)
+            if parts.scheme in ("mailto", "javascript", "data"):
+                continue
+            if parts.scheme or url.startswith("//"):
+                if not url.startswith(allowed_external):
+                    errors.append(f"{rel}: 站外链接 {url} 不在允许的列表里")
+                continue
+            target = page
+            if parts.path:
+                base = posixpath.dirname(rel)
+                if parts.path.startswith("/"):
+                    if rel != "404.html":
+                        errors.append(f"{rel}: {url} 是绝对路径，网站不在域名根目录时会失效")
+                        continue
+                    base = ""
+                path = posixpath.normpath(posixpath.join(base, unquote(parts.path).lstrip("/")))
+                if path.startswith(".."):
+                    errors.append(f"{rel}: {url} 指到了网站外面")
+                    continue
+                target = site / path
+                if target.is_dir():
+                    target = target / "index.html"
+            if not target.is_file():
+                errors.append(f"{rel}: {url} 指向的 {target.relative_to(site)} 不存在")
+            elif parts.fragment and target.suffix == ".html":
+                if unquote(parts.fragment) not in parse(target).ids:
+                    errors.append(f"{rel}: {url} 的锚点 #{parts.fragment} 在目标页上不存在")
+    return errors
+
+
+# 页面正文里引用的站外地址（前缀）；指向本书仓库的链接另由 extra.repo_url 生成
+EXTERNAL_REFERENCES = (
+    "https://github.com/sgl-project/mini-sglang",  # 官方实现
+    "http://127.0.0.1:8000/",  # 本地预览网站
+    "https://schemathesis.readthedocs.io/",
+    "https://pypi.org/project/setproctitle/",
+)
+
+
+def allowed_external(extra: dict[str, object]) -> tuple[str, ...]:
+    links = repo_links(extra)
+    repo = links.repo_git.removesuffix(".git")
+    return EXTERNAL_REFERENCES + tuple(u for u in (links.colab_base, repo) if u)
+
+
+def test_link_check_catches_broken_links(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "index.html").write_text('<h2 id="x">x</h2>', encoding="utf-8")
+    (tmp_path / "index.html").write_text(
+        '<a href="a/">ok</a> <a href="a/#x">ok</a> <a href="#top">bad</a>'
+        '<a href="b/">missing</a> <a href="a/#y">bad anchor</a>'
+        '<a href="https://example.com/">external</a> <a href="/a/">absolute</a>'
+        '<img src="../x.png"> <a href="https://github.com/sgl-project/mini-sglang/x">ok</a>',
+        encoding="utf-8",
+    )
+    errors = check_links(tmp_path, EXTERNAL_REFERENCES)
+    assert len(errors) == 6, errors
+    for what in ("#top", "b/", "#y", "https://example.com/", "/a/", "../x.png"):
+        assert any(what in e for e in errors), what
+
+
 # ---------------------------------------------------------------- 整站构建
 
 
@@ -483,10 +783,22 @@ def test_site_builds_strict_without_external_requests(tmp_path: Path) -> None:
         assert hit is None, f"{page.relative_to(site)} 有外部请求：{hit.group(0) if hit else ''}"
     # 网站里没有任何参考答案文件
     assert not list(site.rglob("solution.py")) and not list(site.rglob("wrong_*.py"))
-    # 浏览器题：编辑器脚本只在浏览器题的页面里加载；Pyodide 只带运行时需要的 5 个文件
     config = yaml.safe_load(
         re.sub(r"!!python/\S+", "", (REPO / "mkdocs.yml").read_text(encoding="utf-8"))
     )
+    # 站内链接和锚点都在；站外链接只有正文引用的那几个和由 extra.repo_url 生成的
+    errors = check_links(site, allowed_external(config["extra"]))
+    assert not errors, "\n".join(errors[:20])
+    # 中文段落里没有换行（浏览器会把它显示成空格）
+    breaks = cjk_soft_breaks(site)
+    assert not breaks, "\n".join(breaks[:20])
+    # 没设仓库地址时，没有指向它的链接，notebook 里也不克隆它
+    if not config["extra"].get("repo_url"):
+        for page in [*site.rglob("*.html"), *site.rglob("*.ipynb")]:
+            text = page.read_text(encoding="utf-8")
+            for bad in ("colab.research.google.com", "OWNER/REPO", "git clone", 'rel="edit"'):
+                assert bad not in text, f"{page.relative_to(site)} 里有 {bad}"
+    # 浏览器题：编辑器脚本只在浏览器题的页面里加载；Pyodide 只带运行时需要的 5 个文件
     if config["extra"].get("browser_editor"):
         assets = site / docs_hooks.PRACTICE_ASSETS
         runtime = sorted(p.name for p in (assets / "pyodide").iterdir())
@@ -499,11 +811,63 @@ def test_site_builds_strict_without_external_requests(tmp_path: Path) -> None:
         assert "practice.js" not in (site / "index.html").read_text(encoding="utf-8")
 
 
-def test_build_fails_on_a_bad_directive(tmp_path: Path) -> None:
+def cjk_soft_breaks(site: Path) -> list[str]:
+    """网页正文里两边都是中文的换行（代码块、脚本和编辑器里的不算）。"""
+    cjk = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"
+    pattern = re.compile(rf"[{cjk}]\n\s*[{cjk}]")
+    found: list[str] = []
+    for page in sorted(site.rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        text = re.sub(r"<(pre|script|style|textarea)\b.*?</\1>", "", text, flags=re.S)
+        text = re.sub(r"</?(?:a|strong|em|b|i|code|span|sup|sub)\b[^>]*>", "", text)  # 行内的标记
+        text = re.sub(r"<[^>]+>", "\0", text)  # 块和块之间
+        found += [f"{page.relative_to(site)}: {m.group(0)!r}" for m in pattern.finditer(text)]
+    return found
+
+
+def test_repo_url_adds_edit_and_colab_links(tmp_path: Path) -> None:
+    """设了 extra.repo_url：每页有「编辑此页」、每章有「在 Colab 中打开」、notebook 克隆仓库。"""
+    repo = "https://github.com/someone/minisgl-book"
+    cfg = tmp_path / "mkdocs.yml"
+    overrides = {
+        "INHERIT": str(REPO / "mkdocs.yml"),
+        "docs_dir": str(DOCS),
+        "hooks": [str(REPO / "tools" / "docs_hooks.py")],
+        "watch": [],
+        "extra": {"repo_url": repo, "browser_editor": False},
+    }
+    cfg.write_text(yaml.safe_dump(overrides, allow_unicode=True), encoding="utf-8")
+    site = tmp_path / "site"
+    r = _mkdocs(cfg, site)
+    assert r.returncode == 0, r.stdout + r.stderr
+    chapter = (site / "chapters" / "01-skeleton" / "index.html").read_text(encoding="utf-8")
+    assert f'href="{repo}/edit/main/docs/chapters/01-skeleton.md"' in chapter
+    colab = "https://colab.research.google.com/github/someone/minisgl-book/blob/gh-pages"
+    assert f'href="{colab}/notebooks/ch01.ipynb"' in chapter
+    p = load_problems()[0]
+    problem = (site / "practice" / p.name / "index.html").read_text(encoding="utf-8")
+    assert f'href="{repo}/edit/main/practice/problems/{p.name}/statement.md"' in problem
+    assert 'rel="edit"' not in (site / "practice" / "index.html").read_text(encoding="utf-8")
+    notebook = (site / "notebooks" / "ch01.ipynb").read_text(encoding="utf-8")
+    assert f"{repo}.git" in notebook and "git" in notebook
+    errors = check_links(site, allowed_external({"repo_url": repo}))
+    assert not errors, "\n".join(errors[:20])
+
+
+@pytest.mark.parametrize(
+    ("tail", "message"),
+    [
+        ("[[excerpt minisgl/env.py · NoSuchThing]]", "NoSuchThing"),
+        # 嵌套列表只缩进了 3 格：Python-Markdown 会把它读成上一层的同级项
+        ("1. 父项：\n   - 子项", "列表项缩进了 3 格"),
+    ],
+    ids=["directive", "indentation"],
+)
+def test_build_fails_on_a_bad_page(tmp_path: Path, tail: str, message: str) -> None:
     docs = tmp_path / "docs"
     shutil.copytree(DOCS, docs)
     page = docs / "chapters" / "01-skeleton.md"
-    text = page.read_text(encoding="utf-8") + "\n[[excerpt minisgl/env.py · NoSuchThing]]\n"
+    text = page.read_text(encoding="utf-8") + f"\n{tail}\n"
     page.write_text(text, encoding="utf-8")
     line = text.count("\n")
     config = yaml.safe_load(
@@ -520,4 +884,4 @@ def test_build_fails_on_a_bad_directive(tmp_path: Path) -> None:
     r = _mkdocs(cfg, tmp_path / "site")
     assert r.returncode != 0
     assert f"chapters/01-skeleton.md:{line}" in r.stdout + r.stderr
-    assert "NoSuchThing" in r.stdout + r.stderr
+    assert message in r.stdout + r.stderr
