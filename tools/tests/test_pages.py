@@ -186,6 +186,17 @@ def test_every_chapter_has_a_page() -> None:
     assert not missing, f"这些章节还没有页面（docs/chapters/NN-slug.md）：{missing}"
 
 
+def test_parts_are_contiguous_and_distinctly_named() -> None:
+    """导航里每个阶段一节：同一阶段的章连在一起，阶段的名字（「 · 」之前）互不相同。"""
+    parts: list[str] = []
+    for c in steps.load_chapters():
+        if not parts or parts[-1] != c.part:
+            parts.append(c.part)
+    assert len(parts) == len(set(parts)), f"同一个阶段被别的阶段隔开了：{parts}"
+    names = [p.split(" · ")[0] for p in parts]
+    assert len(names) == len(set(names)), f"两个阶段同名：{parts}"
+
+
 def _good_page() -> str:
     return (DOCS / "chapters" / "01-skeleton.md").read_text(encoding="utf-8")
 
