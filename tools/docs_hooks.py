@@ -1024,6 +1024,9 @@ def repo_links(extra: dict[str, Any], site_branch: str = "gh-pages") -> RepoLink
     notebook 随网站发布在 ``site_branch``（mkdocs 的 remote_branch，gh-deploy 推送的分支）上，
     Colab 从那里打开它。
     """
+    stale = [key for key in ("colab_base", "repo_git") if key in extra]
+    if stale:
+        raise DirectiveError(f"extra.{stale[0]} 不再使用，改写 extra.repo_url")
     url = str(extra.get("repo_url") or "").strip().rstrip("/")
     if not url:
         return RepoLinks()

@@ -652,6 +652,11 @@ def test_repo_links_reject_other_urls(url: str) -> None:
         repo_links({"repo_url": url})
 
 
+def test_repo_links_reject_the_old_settings() -> None:
+    with pytest.raises(DirectiveError, match="extra.repo_url"):
+        repo_links({"colab_base": "https://colab.research.google.com/github/OWNER/REPO"})
+
+
 def test_notebook_clones_the_repo_only_when_it_is_set() -> None:
     assert "git clone" not in docs_hooks.main_to_notebook(1, "")
     nb = docs_hooks.main_to_notebook(1, "https://github.com/a/b.git")
