@@ -6,6 +6,21 @@ import random
 from solution import Event, Stream
 
 
+def same(actual, expected):
+    """类型和取值都一致才算对：type 逐层相同（list/tuple/dict 递归进去），最后才比 ==。
+
+    只比 == 的话，返回 1 冒充 1.0、True 冒充 1，或者返回一个和谁比都相等的对象，都能蒙混过关。
+    """
+    if type(actual) is not type(expected):
+        return False
+    if isinstance(expected, (list, tuple)):
+        return len(actual) == len(expected) and all(map(same, actual, expected))
+    if isinstance(expected, dict):
+        keys_match = actual.keys() == expected.keys()
+        return keys_match and all(same(actual[k], expected[k]) for k in expected)
+    return bool(expected == actual)
+
+
 def recorder(log, name):
     return lambda: log.append(name)
 
@@ -20,17 +35,17 @@ def test_fifo_and_exactly_once():
         e.record(s)
         events.append(e)
     events[2].synchronize()
-    assert log == [0, 1, 2]
+    assert same(log, [0, 1, 2])
     events[1].synchronize()
     events[2].synchronize()
-    assert log == [0, 1, 2]
-    assert [e.query() for e in events] == [True, True, True, False, False]
-    assert s.pending() == 2
+    assert same(log, [0, 1, 2])
+    assert same([e.query() for e in events], [True, True, True, False, False])
+    assert same(s.pending(), 2)
     s.synchronize()
     s.synchronize()
     events[4].synchronize()
-    assert log == [0, 1, 2, 3, 4]
-    assert s.pending() == 0
+    assert same(log, [0, 1, 2, 3, 4])
+    assert same(s.pending(), 0)
 
 
 def test_unrecorded_event():
@@ -42,7 +57,7 @@ def test_unrecorded_event():
     s.wait_event(e)  # 没 record 过：不建立等待
     s.submit(recorder(log, "x"))
     s.synchronize()
-    assert log == ["x"]
+    assert same(log, ["x"])
 
 
 def test_event_recorded_before_any_work():
@@ -54,7 +69,7 @@ def test_event_recorded_before_any_work():
     s.submit(recorder(log, 1))
     assert e.query() is True
     e.synchronize()
-    assert log == []
+    assert same(log, [])
 
 
 def test_record_again_moves_the_mark():
@@ -69,8 +84,8 @@ def test_record_again_moves_the_mark():
     t.submit(recorder(log, "t1"))
     e.record(t)  # 换到另一条流上
     e.synchronize()
-    assert log == ["t1"]
-    assert s.pending() == 2
+    assert same(log, ["t1"])
+    assert same(s.pending(), 2)
 
 
 def test_wait_uses_the_mark_at_call_time():
@@ -84,7 +99,7 @@ def test_wait_uses_the_mark_at_call_time():
     e.record(a)  # 之后再 record：已经建立的等待不受影响
     b.submit(recorder(log, "b1"))
     b.synchronize()
-    assert log == ["a1", "b1"]
+    assert same(log, ["a1", "b1"])
     assert e.query() is False
 
 
@@ -100,9 +115,9 @@ def test_work_before_the_wait_does_not_wait():
     b.wait_event(e)
     b.submit(recorder(log, "b1"))
     early.synchronize()
-    assert log == ["b0"]  # b0 在等待之前提交：不需要运行 a
+    assert same(log, ["b0"])  # b0 在等待之前提交：不需要运行 a
     b.synchronize()
-    assert log == ["b0", "a1", "b1"]
+    assert same(log, ["b0", "a1", "b1"])
 
 
 def test_event_sync_runs_dependencies_only_up_to_their_marks():
@@ -119,8 +134,8 @@ def test_event_sync_runs_dependencies_only_up_to_their_marks():
     eb.record(b)
     b.submit(recorder(log, "b3"))
     eb.synchronize()
-    assert log == ["b1", "a1", "b2"]
-    assert (a.pending(), b.pending()) == (1, 1)
+    assert same(log, ["b1", "a1", "b2"])
+    assert same((a.pending(), b.pending()), (1, 1))
     assert ea.query() is True and eb.query() is True
 
 
@@ -143,7 +158,7 @@ def test_chain_of_waits_back_and_forth():
     c.wait_event(e3)
     c.submit(recorder(log, "c2"))
     c.synchronize()
-    assert log == ["a1", "b1", "c1", "a2", "c2"]
+    assert same(log, ["a1", "b1", "c1", "a2", "c2"])
     assert a.pending() == b.pending() == c.pending() == 0
 
 
@@ -190,13 +205,13 @@ def _sync_loop(n_steps):
 def test_overlap_loop_matches_the_plain_loop():
     for n in (1, 2, 5, 12):
         outputs, order = _overlap_loop(n, sync=True)
-        assert outputs == _sync_loop(n)
+        assert same(outputs, _sync_loop(n))
         # 处理第 N-1 步时，第 N 步已经提交、还没有运行（pending 为 1）
         want = []
         for step in range(n):
             want.append(("forward", step))
             want.append(("process", step, 1 if step < n - 1 else 0))
-        assert order == want
+        assert same(order, want)
 
 
 def test_missing_synchronize_is_caught():
@@ -237,12 +252,12 @@ def test_random_programs_against_a_simple_model():
                 events[rng.randrange(3)].synchronize()
             # 不变量：每条流上运行过的是它提交的工作的一个前缀；没有重复；pending 对得上
             ran = set(log)
-            assert len(ran) == len(log)
+            assert same(len(ran), len(log))
             for j in range(3):
                 done = [w for w in submitted[j] if w in ran]
-                assert done == submitted[j][: len(done)]
-                assert streams[j].pending() == len(submitted[j]) - len(done)
+                assert same(done, submitted[j][: len(done)])
+                assert same(streams[j].pending(), len(submitted[j]) - len(done))
         for s in streams:
             s.synchronize()
-        assert sorted(log) == sorted(w for ws in submitted.values() for w in ws)
+        assert same(sorted(log), sorted(w for ws in submitted.values() for w in ws))
         assert all(e.query() for e in events)
