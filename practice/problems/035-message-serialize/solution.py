@@ -31,7 +31,8 @@ def serialize(obj: object) -> object:
 
 def _array(data: dict) -> array:
     typecode, buffer = data.get("typecode"), data.get("buffer")
-    if not isinstance(typecode, str) or typecode not in typecodes:
+    # typecodes 是一个字符串："" 和 "iI" 也是它的子串，所以还要看长度
+    if not isinstance(typecode, str) or len(typecode) != 1 or typecode not in typecodes:
         raise DecodeError(f"unknown array typecode {typecode!r}")
     if not isinstance(buffer, bytes):
         raise DecodeError("array buffer must be bytes")

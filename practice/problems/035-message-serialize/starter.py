@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from array import array  # noqa: F401  （实现时会用到）
+from array import array, typecodes  # noqa: F401  （实现时会用到）
 from dataclasses import MISSING, fields, is_dataclass  # noqa: F401
 
 
