@@ -6,6 +6,21 @@ import statistics
 from solution import percentile, request_metrics, summarize
 
 
+def same(actual, expected):
+    """类型和取值都一致才算对：type 逐层相同（list/tuple/dict 递归进去），最后才比 ==。
+
+    只比 == 的话，返回 1 冒充 1.0、True 冒充 1，或者返回一个和谁比都相等的对象，都能蒙混过关。
+    """
+    if type(actual) is not type(expected):
+        return False
+    if isinstance(expected, (list, tuple)):
+        return len(actual) == len(expected) and all(map(same, actual, expected))
+    if isinstance(expected, dict):
+        keys_match = actual.keys() == expected.keys()
+        return keys_match and all(same(actual[k], expected[k]) for k in expected)
+    return bool(expected == actual)
+
+
 def close(a, b, tol=1e-12):
     return abs(a - b) <= tol * max(1.0, abs(b))
 
@@ -35,24 +50,24 @@ def test_fractional_q():
 
 
 def test_duplicates_and_negative():
-    assert percentile([2.0, 2.0, 2.0], 73) == 2.0
+    assert same(percentile([2.0, 2.0, 2.0], 73), 2.0)
     assert close(percentile([-3.0, -1.0], 50), -2.0)
 
 
 def test_does_not_modify_input():
     xs = [5.0, 1.0, 4.0, 2.0]
     percentile(xs, 90)
-    assert xs == [5.0, 1.0, 4.0, 2.0]
+    assert same(xs, [5.0, 1.0, 4.0, 2.0])
     t = (3.0, 1.0, 2.0)
-    assert percentile(t, 50) == 2.0
+    assert same(percentile(t, 50), 2.0)
 
 
 def test_p0_and_p100_are_min_and_max():
     rng = random.Random(1)
     for n in (1, 2, 3, 17):
         xs = [rng.random() for _ in range(n)]
-        assert percentile(xs, 0) == min(xs)
-        assert percentile(xs, 100) == max(xs)
+        assert same(percentile(xs, 0), min(xs))
+        assert same(percentile(xs, 100), max(xs))
 
 
 def test_not_nearest_rank():
@@ -77,7 +92,7 @@ def test_tpot_divides_by_tokens_minus_one():
 
 
 def test_single_token_request():
-    assert request_metrics(2.0, [2.25], 1) == (0.25, 0.0, 0.25)
+    assert same(request_metrics(2.0, [2.25], 1), (0.25, 0.0, 0.25))
 
 
 def test_request_metrics_rejects_bad_input():
@@ -94,7 +109,7 @@ def test_summarize():
         (1.0, [1.2, 1.2, 1.6], 5),  # ttft 0.2, tpot 0.1, latency 0.6
     ]
     s = summarize(reqs)
-    assert set(s) == {"ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "latency_p50"}
+    assert same(set(s), {"ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "latency_p50"})
     assert close(s["ttft_p50"], 0.2)
     assert close(s["ttft_p99"], 0.2 + 0.1 * 0.98)
     assert close(s["tpot_p50"], 0.1)
