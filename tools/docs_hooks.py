@@ -48,6 +48,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -200,6 +201,23 @@ _TABLE_ROW = re.compile(r"^ *\|")
 _CONTAINER = re.compile(r"^ *(?:!!!|\?\?\?\+?|===) ")
 
 
+def fenced_lines(markdown: str) -> Iterator[tuple[int, str, str]]:
+    """逐行交出 (行号, 行, 位置)：位置是 "open"（围栏代码块的开始行）、"body"（块里的行和结束行）
+    或 ""（块外）。行号从 1 开始。"""
+    fence: str | None = None
+    for no, line in enumerate(markdown.split("\n"), 1):
+        m = _FENCE.match(line)
+        if fence is not None:
+            if m and m.group("fence")[0] == fence[0] and len(m.group("fence")) >= len(fence):
+                fence = None
+            yield no, line, "body"
+        elif m:
+            fence = m.group("fence")
+            yield no, line, "open"
+        else:
+            yield no, line, ""
+
+
 def layout_problems(markdown: str) -> list[tuple[int, str]]:
     """Python-Markdown 会读错结构的缩进和空行：[(行号, 说明)]，行号从 1 开始。
 
@@ -211,16 +229,12 @@ def layout_problems(markdown: str) -> list[tuple[int, str]]:
     围栏代码块里的内容不检查。
     """
     problems: list[tuple[int, str]] = []
-    fence: str | None = None
     items: list[int] = []  # 打开着的各层列表项的缩进；空表示不在列表里
     prev = ""  # 上一行；空行记为 ""
     block_first = ""  # 当前这一块（空行或标题隔开）的第一行
-    for no, line in enumerate(markdown.split("\n"), 1):
-        if fence is not None:
-            m = _FENCE.match(line)
-            if m and m.group("fence")[0] == fence[0] and len(m.group("fence")) >= len(fence):
-                fence = None
-                prev = line
+    for no, line, where in fenced_lines(markdown):
+        if where == "body":  # 代码块里的行不检查；块结束之后，结束行算作上一行
+            prev = line
             continue
         if not line.strip():
             prev = ""
@@ -257,9 +271,6 @@ def layout_problems(markdown: str) -> list[tuple[int, str]]:
             items = [i for i in items if i < indent] + [indent]
         elif new_block and items:
             items = [i for i in items if i < indent]
-        m = _FENCE.match(line)
-        if m:
-            fence = m.group("fence")
         prev = line
     return problems
 
@@ -302,16 +313,8 @@ def join_cjk_lines(markdown: str) -> str:
     行尾有空格（Markdown 的硬换行）时不接。粗体的 ** 不算字符：看的是它里面的字。
     """
     out: list[str] = []
-    fence: str | None = None
-    for line in markdown.split("\n"):
-        m = _FENCE.match(line)
-        if fence is not None:
-            if m and m.group("fence")[0] == fence[0] and len(m.group("fence")) >= len(fence):
-                fence = None
-            out.append(line)
-            continue
-        if m:
-            fence = m.group("fence")
+    for _, line, where in fenced_lines(markdown):
+        if where:
             out.append(line)
             continue
         text = line.lstrip()
@@ -740,17 +743,9 @@ def expand_markdown(
     offset 是 front matter 占的行数，让报错的行号对应源文件。围栏代码块里的内容原样保留。
     """
     out: list[str] = []
-    fence: str | None = None
-    for i, line in enumerate(markdown.split("\n")):
-        where = f"{page}:{i + 1 + offset}"
-        m = _FENCE.match(line)
-        if fence is not None:
-            if m and m.group("fence")[0] == fence[0] and len(m.group("fence")) >= len(fence):
-                fence = None
-            out.append(line)
-            continue
-        if m:
-            fence = m.group("fence")
+    for no, line, in_fence in fenced_lines(markdown):
+        where = f"{page}:{no + offset}"
+        if in_fence:
             out.append(line)
             continue
         dm = _DIRECTIVE_LINE.match(line)
@@ -808,6 +803,7 @@ _COLAB_SETUP = """
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 
 if "google.colab" in sys.modules and not os.path.isfile("tools/steps.py"):
     if not os.path.isdir("minisgl-book"):
