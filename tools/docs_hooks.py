@@ -1118,8 +1118,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             c = steps.get_chapter(chapter)
         except steps.StepsError as e:
             raise PluginError(f"{src}: {e}") from None
-        # 标题与所属阶段都来自 chapter.toml，页面里不写 H1
-        if re.search(r"^# ", markdown, re.M):
+        # 标题与所属阶段都来自 chapter.toml，页面里不写 H1（代码块里的 # 是注释）
+        if any(not where and line.startswith("# ") for _, line, where in fenced_lines(markdown)):
             raise PluginError(
                 f"{src}: 章节页不写一级标题，标题来自 chapters/{c.label}/chapter.toml"
             )

@@ -32,6 +32,7 @@ from docs_hooks import (  # noqa: E402
     Directive,
     DirectiveError,
     expand_markdown,
+    fenced_lines,
     join_cjk_lines,
     layout_problems,
     load_judge_core,
@@ -108,7 +109,8 @@ def check_page(text: str, name: str) -> list[str]:
 
     if not isinstance(meta.get("chapter"), int):
         err("front matter 要写 chapter: N（整数）")
-    if re.search(r"^# ", lead, re.M) or any(re.search(r"^# ", s.text, re.M) for s in sections):
+    # 代码块里的 # 是注释，不是标题
+    if any(not where and line.startswith("# ") for _, line, where in fenced_lines(text)):
         err("章节页不写一级标题（标题来自 chapter.toml）")
     if not re.search(r"[\u4e00-\u9fff]", lead):
         err("第一个 ## 之前要有一段导语")
@@ -901,3 +903,43 @@ def test_build_fails_on_a_bad_page(tmp_path: Path, tail: str, message: str) -> N
     assert r.returncode != 0
     assert f"chapters/01-skeleton.md:{line}" in r.stdout + r.stderr
     assert message in r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------- 版面、搜索、录制、基准测试的图
+
+
+def _css() -> str:
+    return (DOCS / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+
+
+def _css_value(css: str, selector: str, prop: str) -> float:
+    """selector { ... prop: 数字单位; } 里的数字（找不到就让测试失败）。"""
+    block = re.search(re.escape(selector) + r"\s*\{([^}]*)\}", css)
+    assert block, f"extra.css 里没有 {selector}"
+    m = re.search(rf"(?:^|[;\s]){re.escape(prop)}:\s*([\d.]+)", block.group(1))
+    assert m, f"{selector} 里没有 {prop}"
+    return float(m.group(1))
+
+
+def test_a_100_column_code_line_fits_at_1280_px() -> None:
+    """1280 px 宽的窗口（两侧边栏都在）里，100 列的代码行不用横向滚动。
+
+    按 mkdocs-material 的尺寸算：根字号 20 px，正文 16 px，等宽字一列 0.602 em（DejaVu Sans
+    Mono；中文一个字 1 em，不到两列宽）；窗口留出 15 px 的滚动条。
+    """
+    css = _css()
+    wide = css[css.index("@media screen and (min-width: 76.25em)") :]
+    rem, body_px, scrollbar = 20, 16, 15
+    grid = min(1280 - scrollbar, _css_value(css, ".md-grid", "max-width") * rem)
+    sidebar = _css_value(wide, ".md-sidebar", "width") * rem
+    margin = _css_value(wide, ".md-content__inner", "margin-left") * rem
+    column = grid - 2 * sidebar - 2 * margin
+    code_px = _css_value(wide, ".md-typeset pre > code", "font-size") * body_px
+    padding = _css_value(wide, ".md-typeset pre > code", "padding-left") * code_px
+    assert code_px >= 11.5, "代码字号太小"
+    assert 100 * 0.602 * code_px + 2 * padding <= column
+
+
+def test_inline_code_in_tables_does_not_break_inside_words() -> None:
+    block = re.search(r"\.md-typeset table:not\(\[class\]\) code\s*\{([^}]*)\}", _css())
+    assert block and "white-space: nowrap" in block.group(1)
