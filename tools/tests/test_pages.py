@@ -807,6 +807,16 @@ def test_site_builds_strict_without_external_requests(tmp_path: Path) -> None:
     # 站内链接和锚点都在；站外链接只有正文引用的那几个和由 extra.repo_url 生成的
     errors = check_links(site, allowed_external(config["extra"]))
     assert not errors, "\n".join(errors[:20])
+    # 行内代码里的标识符搜得到：按搜索的分词，第 15 章里的 ZmqPubQueue 是一个完整的词
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    separator = re.compile(index["config"]["separator"])
+    words = {
+        word.lower()
+        for doc in index["docs"]
+        if doc["location"].startswith("chapters/15-")
+        for word in separator.split(re.sub(r"<[^>]+>", " ", doc["text"]))
+    }
+    assert {"zmqpubqueue", "start_background_server"} <= words
     # 中文段落里没有换行（浏览器会把它显示成空格）
     breaks = cjk_soft_breaks(site)
     assert not breaks, "\n".join(breaks[:20])
@@ -943,3 +953,21 @@ def test_a_100_column_code_line_fits_at_1280_px() -> None:
 def test_inline_code_in_tables_does_not_break_inside_words() -> None:
     block = re.search(r"\.md-typeset table:not\(\[class\]\) code\s*\{([^}]*)\}", _css())
     assert block and "white-space: nowrap" in block.group(1)
+
+
+def _search_config() -> tuple[dict[str, object], list[str]]:
+    text = re.sub(r"!!python/\S+", "", (REPO / "mkdocs.yml").read_text(encoding="utf-8"))
+    config = yaml.safe_load(text)
+    search = next(p["search"] for p in config["plugins"] if isinstance(p, dict) and "search" in p)
+    return search, config["theme"]["features"]
+
+
+def test_search_keeps_identifiers_whole_and_highlights() -> None:
+    search, features = _search_config()
+    assert "search.highlight" in features
+    assert "stemmer" not in search.get("pipeline", ["stemmer"])  # 词干提取会截短标识符
+    separator = re.compile(str(search["separator"]))
+    text = "官方的 ZmqPubQueue（utils/mp.py 第 105～126 行）；wait_for_subscribers(n)、AbortMsg。"
+    tokens = [t for t in separator.split(text) if t]
+    for word in ("ZmqPubQueue", "mp.py", "wait_for_subscribers", "AbortMsg", "官方的"):
+        assert word in tokens, tokens
