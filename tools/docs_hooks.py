@@ -48,6 +48,7 @@ import re
 import shutil
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -662,10 +663,63 @@ def expand_directive(d: Directive, chapter: int | None, ctx: Context) -> list[st
         keys = ("命令", *keys) if ".tp" in d.kind else keys  # 命令里有 MINISGL_TP=N
         meta = "；".join(f"{key}：{header[key]}" for key in keys)
         # attr_list 的写法：放进 === 标签页（缩进）里也还是一个普通段落，不会套出 <p><p>
-        return [_md_escape(meta), "{: .page-meta }", "", *_fence("text", body)]
+        return [_md_escape(meta), "{: .page-meta }", "", *_fence("text", plain_output(body))]
     if d.name == "practice":
         return _practice_list(chapter, ctx)
     raise DirectiveError(f"未实现的指令 {d.name}")  # pragma: no cover - parse_directive 已拦住
+
+
+_TABLE_RULE = re.compile(r"^\|(?:\s*:?-+:?\s*\|)+$")
+_BOLD = re.compile(r"\*\*([^*\n]+?)\*\*")
+_CODE = re.compile(r"`([^`\n]+)`")
+
+
+def _width(text: str) -> int:
+    """等宽字体里占几列：中文等全角字符两列。"""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def plain_output(body: str) -> str:
+    """录制里程序打印的 markdown（第 19 章 main 打印的结果表）在代码块里显示成纯文本。
+
+    表格排成按列对齐的文字（第一列左对齐，其余右对齐），**粗体** 和 `代码` 去掉标记。
+    只改显示，不改录制文件（录制和程序的输出逐字比较）；没有 markdown 的录制原样返回。
+    """
+    lines = body.split("\n")
+    if not any(_TABLE_RULE.match(line) for line in lines):
+        return body
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if i + 1 < len(lines) and lines[i].startswith("|") and _TABLE_RULE.match(lines[i + 1]):
+            j = i + 2
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            rows = [
+                [_strip_md(c.strip()) for c in line.strip().strip("|").split("|")]
+                for k, line in enumerate(lines[i:j])
+                if k != 1
+            ]
+            widths = [
+                max(_width(row[c]) for row in rows if c < len(row)) for c in range(len(rows[0]))
+            ]
+            for k, row in enumerate(rows):
+                cells = []
+                for c, cell in enumerate(row):
+                    pad = " " * (widths[c] - _width(cell)) if c < len(widths) else ""
+                    cells.append(cell + pad if c == 0 else pad + cell)
+                out.append("  ".join(cells).rstrip())
+                if k == 0:
+                    out.append("  ".join("-" * w for w in widths))
+            i = j
+        else:
+            out.append(_strip_md(lines[i]))
+            i += 1
+    return "\n".join(out)
+
+
+def _strip_md(text: str) -> str:
+    return _CODE.sub(r"\1", _BOLD.sub(r"\1", text))
 
 
 def _bench(path: Path, repo: Path) -> list[str]:

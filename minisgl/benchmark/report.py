@@ -10,6 +10,7 @@ import io
 import json
 import platform
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -132,43 +133,75 @@ def render_markdown(r: dict[str, Any]) -> str:
 
 
 def render_plots(r: dict[str, Any]) -> str:
-    """decode 延迟（对数坐标）和在线 TTFT / TPOT 两张图，返回内嵌的 SVG 文本。"""
+    """decode 延迟（对数坐标）和在线 TTFT / TPOT 两张图上下排，返回内嵌的 SVG 文本。
+
+    文字留作 SVG 的 <text>（不转成路径），由浏览器用网页的字体画，中文标签不依赖构建机器上的
+    中文字体；背景透明，黑色一律写成 currentColor：网页的浅色、深色模式下都跟着正文的颜色。
+    字号按原尺寸显示时不小于 12 px（图宽 7 英寸 = 672 px，网页的正文栏放得下，不会缩小）。
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    plt.rcParams["svg.hashsalt"] = "minisgl"  # SVG 里的 id 固定：同样的 JSON 得到同样的图
-    plt.rcParams["font.family"] = "DejaVu Sans"  # 图里只用英文，不依赖中文字体
     panels = [k for k in ("decode", "online") if r.get(k)]
     if not panels:
         return ""
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.4))
-    axes = [axes] if len(panels) == 1 else list(axes)
-    for ax, key in zip(axes, panels):
-        if key == "decode":
-            bs = [d["batch_size"] for d in r["decode"]]
-            ax.plot(bs, [d["ours_ms"] for d in r["decode"]], "o-", label="mini-sglang")
-            if all(d.get("hf_ms") for d in r["decode"]):
-                ax.plot(bs, [d["hf_ms"] for d in r["decode"]], "s-", label="transformers")
-            if all(d.get("floor_ms") for d in r["decode"]):
-                ax.plot(bs, [d["floor_ms"] for d in r["decode"]], "k--", label="roofline floor")
-            ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="ms per decode step")
-            ax.set_title("decode latency")
-        else:
-            levels = r["online"]["levels"]
-            cs = [x["clients"] for x in levels]
-            ax.plot(cs, [x["ttft_p50_ms"] for x in levels], "o-", label="TTFT p50")
-            ax.plot(cs, [x["ttft_p99_ms"] for x in levels], "o:", label="TTFT p99")
-            ax.plot(cs, [x["tpot_p50_ms"] for x in levels], "s-", label="TPOT p50")
-            ax.plot(cs, [x["tpot_p99_ms"] for x in levels], "s:", label="TPOT p99")
-            ax.set(xscale="log", yscale="log", xlabel="concurrent clients", ylabel="ms")
-            ax.set_title("online serving")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None})
-    plt.close(fig)
+    style = {
+        "svg.hashsalt": "minisgl",  # SVG 里的 id 固定：同样的 JSON 得到同样的图
+        "svg.fonttype": "none",
+        # 排版只用 matplotlib 自带的 DejaVu Sans 量字宽：哪台机器上画都是同一张图
+        "font.family": "sans-serif",
+        "font.sans-serif": ["DejaVu Sans"],
+        "font.size": 10,  # 单位是 pt：10 pt = 13.3 px
+        "legend.fontsize": 9.5,
+        "text.color": "black",
+        "axes.edgecolor": "black",
+        "axes.labelcolor": "black",
+        "xtick.color": "black",
+        "ytick.color": "black",
+        "grid.color": "black",
+        "grid.alpha": 0.15,
+    }
+    with plt.rc_context(style), warnings.catch_warnings():
+        # DejaVu Sans 里没有中文，量字宽时 matplotlib 会对每个汉字报一次缺字形
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        fig, axes = plt.subplots(len(panels), 1, figsize=(7, 3.3 * len(panels)))
+        axes = [axes] if len(panels) == 1 else list(axes)
+        for ax, key in zip(axes, panels):
+            if key == "decode":
+                bs = [d["batch_size"] for d in r["decode"]]
+                ax.plot(bs, [d["ours_ms"] for d in r["decode"]], "o-", label="本书")
+                if all(d.get("hf_ms") for d in r["decode"]):
+                    ax.plot(bs, [d["hf_ms"] for d in r["decode"]], "s-", label="transformers")
+                if all(d.get("floor_ms") for d in r["decode"]):
+                    floor = [d["floor_ms"] for d in r["decode"]]
+                    ax.plot(bs, floor, "--", color="black", label="屋顶线下限")
+                ax.set(xscale="log", yscale="log", xlabel="批大小", ylabel="毫秒 / 步")
+                ax.set_title("decode 每一步的延迟")
+            else:
+                levels = r["online"]["levels"]
+                cs = [x["clients"] for x in levels]
+                ax.plot(cs, [x["ttft_p50_ms"] for x in levels], "o-", label="TTFT p50")
+                ax.plot(cs, [x["ttft_p99_ms"] for x in levels], "o:", label="TTFT p99")
+                ax.plot(cs, [x["tpot_p50_ms"] for x in levels], "s-", label="TPOT p50")
+                ax.plot(cs, [x["tpot_p99_ms"] for x in levels], "s:", label="TPOT p99")
+                ax.set(xscale="log", yscale="log", xlabel="并发的客户端数", ylabel="毫秒")
+                ax.set_title("在线服务：TTFT 和 TPOT")
+            # 刻度写成普通的数（1、8、64；0.5、10），不用 10 的幂：指数的小字号太小
+            ax.set_xticks(bs if key == "decode" else cs)
+            for axis in (ax.xaxis, ax.yaxis):
+                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+                axis.set_minor_formatter(NullFormatter())
+            ax.grid(True, which="both")
+            ax.legend(frameon=False)
+        fig.tight_layout()
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", transparent=True, metadata={"Date": None})
+        plt.close(fig)
     text = buf.getvalue()
-    return text[text.index("<svg") :]  # 去掉 XML 声明和 DOCTYPE，直接嵌进网页
+    text = text[text.index("<svg") :]  # 去掉 XML 声明和 DOCTYPE，直接嵌进网页
+    # 没写颜色的文字默认是黑色：让整张图的默认填充也是 currentColor
+    text = text.replace("<svg ", '<svg fill="currentColor" ', 1)
+    return text.replace("#000000", "currentColor")

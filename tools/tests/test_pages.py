@@ -817,6 +817,12 @@ def test_site_builds_strict_without_external_requests(tmp_path: Path) -> None:
         for word in separator.split(re.sub(r"<[^>]+>", " ", doc["text"]))
     }
     assert {"zmqpubqueue", "start_background_server"} <= words
+    # 录制的运行结果里没有 markdown 的表格和粗体
+    bench = (site / "chapters" / "19-bench" / "index.html").read_text(encoding="utf-8")
+    outputs = re.findall(r'class="language-text[^"]*"><pre\b.*?</pre>', bench, re.S)
+    assert outputs
+    for pre in outputs:
+        assert "|---" not in pre and not re.search(r"\*\*[^*\s][^*\n]*\*\*", pre)
     # 中文段落里没有换行（浏览器会把它显示成空格）
     breaks = cjk_soft_breaks(site)
     assert not breaks, "\n".join(breaks[:20])
@@ -971,3 +977,37 @@ def test_search_keeps_identifiers_whole_and_highlights() -> None:
     tokens = [t for t in separator.split(text) if t]
     for word in ("ZmqPubQueue", "mp.py", "wait_for_subscribers", "AbortMsg", "官方的"):
         assert word in tokens, tokens
+
+
+def test_recorded_outputs_show_as_plain_text() -> None:
+    """录制里程序打印的 markdown（第 19 章的结果表）在页面上显示成对齐的纯文字。"""
+    for c in steps.load_chapters():
+        for kind in ("cpu", "cuda"):
+            if not steps.recording_path(c, kind).is_file():
+                continue
+            _, body = steps.read_recording(c.number, kind)
+            shown = docs_hooks.plain_output(body)
+            assert not re.search(r"^\|.*\|$", shown, re.M), f"第 {c.number} 章 {kind}：表格"
+            assert not re.search(r"\*\*[^*\s][^*\n]*\*\*", shown), f"第 {c.number} 章 {kind}：粗体"
+            if "|---" not in body:
+                assert shown == body  # 没有 markdown 的录制原样显示
+    out = _expand("[[output cpu]]\n", chapter=19)
+    assert "|---" not in out and "**离线**" not in out and "离线：" in out
+    table = docs_hooks.plain_output("| | 甲 | b |\n|---|---|---|\n| 中文 | 1 | 22 |\n")
+    assert table.splitlines() == ["      甲   b", "----  --  --", "中文   1  22"]
+
+
+def test_bench_plot_is_chinese_readable_and_follows_the_color_scheme() -> None:
+    from minisgl.benchmark.report import load_results, render_plots
+
+    svg = render_plots(load_results(REPO / "chapters" / "19-bench" / "results.h200.json"))
+    texts = re.findall(r"<text\b([^>]*)>([^<]*)</text>", svg)
+    assert any(re.search(r"[\u4e00-\u9fff]", t) for _, t in texts), "图里没有中文标签"
+    # 网页正文栏约 740 px，图不比它宽就按原尺寸显示；SVG 的 1 个单位是 1 pt = 4/3 px
+    width_pt = float(re.search(r'<svg[^>]*\bwidth="([\d.]+)pt"', svg).group(1))
+    scale = min(1.0, 740 / (width_pt * 4 / 3))
+    sizes = [float(s) for s in re.findall(r"font-size: ([\d.]+)px", svg)]
+    assert sizes and min(sizes) * 4 / 3 * scale >= 12, sorted(set(sizes))
+    # 背景透明、黑色都写成 currentColor：浅色、深色模式下都看得清
+    assert "#000000" not in svg and "#ffffff" not in svg.lower() and "white" not in svg
+    assert '<svg fill="currentColor"' in svg
