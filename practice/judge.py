@@ -407,6 +407,21 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> str:
     return f"退出码 {code}"
 
 
+def _kill_strays(work: str) -> None:
+    """再找一遍环境变量 TMPDIR 还指着这次临时目录的进程，全部杀掉（只在有 /proc 的系统上）。
+
+    读者代码启动的进程都继承这个变量，即使它们躲开了 killpg（没有 seccomp 时可以 setsid 离开
+    进程组），这里也能找到；只有换掉了整个环境再 exec 的进程找不到。
+    """
+    marker = f"TMPDIR={work}\0".encode()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if marker in (proc / "environ").read_bytes():
+                os.kill(int(proc.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue
+
+
 def _remove_tree(path: str) -> None:
     """删掉临时目录；读者代码可能改掉了里面的权限，删不掉时先把权限改回来再试。"""
 
@@ -608,6 +623,7 @@ def grade_source(
     finally:
         if proc is not None:
             run.exit_detail = _kill_group(proc)
+            _kill_strays(work)
             for stream in (proc.stdin, proc.stdout):
                 if stream is not None:
                     stream.close()
@@ -980,10 +996,15 @@ def judge_one(
     )
     limit = problem.time_limit if timeout is None else timeout
     print(f"评测 {candidate}（时限 {limit:g} 秒，从测试开始计，启动解释器和导入 torch 不算）")
-    print()
     code = candidate.read_text(encoding="utf-8", errors="replace")
     limits = Limits(memory_mb=memory_mb)
-    report = grade_source(code, problem.tests(), limit, limits=limits, guard=[problem.dir])
+    details: dict[str, Any] = {}
+    report = grade_source(
+        code, problem.tests(), limit, limits=limits, guard=[problem.dir], details=details
+    )
+    if details.get("sandbox"):
+        print(f"沙箱：{details['sandbox']}")
+    print()
     print(judge_core.format_report(report))
     return 0 if report.ok else 1
 
