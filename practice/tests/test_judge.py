@@ -859,3 +859,16 @@ def test_setsid_grandchild_is_found_without_seccomp(
         os.kill(pid, signal.SIGKILL)
     assert report.ok, judge_core.format_report(report)
     assert left == []
+
+
+def test_time_limit_front_matter(tmp_path: Path) -> None:
+    statement = STATEMENT.replace("runtime: browser\n", "runtime: browser\ntime_limit: 1.5\n")
+    problem = make_problem(tmp_path / "problems", statement=statement)
+    assert judge.load_problem(problem).time_limit == 1.5
+    loop = write(tmp_path / "loop.py", "def f(x):\n    while True:\n        pass\n")
+    result = run_judge("1", loop, "--problems-dir", tmp_path / "problems")
+    assert result.returncode == 1
+    assert "时限 1.5 秒" in result.stdout and "超过 1.5 秒" in result.stdout
+    assert judge.load_problem(MEMORY).time_limit == judge.DEFAULT_TIMEOUT
+    for bad in ("0", "abc", "601"):
+        assert any("time_limit" in p for p in judge_core.check_meta({"time_limit": bad}))
