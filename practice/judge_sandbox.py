@@ -37,6 +37,7 @@ import hmac
 import json
 import os
 import sys
+import threading
 import traceback
 import types
 from typing import Any
@@ -46,6 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MAC_BYTES = 32
 MAX_FRAME = 1 << 20  # 一条消息最多多大：测试的信息和输出都有上限，正常远远用不到
 REQUEST_HEADER = 8  # 请求前面是 8 字节的长度
+THREAD_STACK = 64 << 20  # 评测线程的栈：深一点的递归也够用
 
 # 读者代码运行期间拦下的审计事件：正常的答案用不到它们，用它们只能是想改动评测器本身
 _BLOCKED_EVENTS = frozenset(
@@ -58,6 +60,7 @@ _BLOCKED_EVENTS = frozenset(
         "sys.setprofile",
         "sys._settraceallthreads",
         "sys._setprofileallthreads",
+        "sys.addaudithook",
     }
 )
 _BLOCKED_PREFIXES = ("ctypes.", "sys.monitoring")
@@ -469,16 +472,28 @@ def _function_table(namespaces: list[dict[str, Any]]) -> tuple[tuple[dict[str, A
 
 
 def install_hook(key: bytes, fd: int, start_info: tuple[bool, bool, str]) -> None:
-    """装上收发进度事件的审计钩子（见模块说明）。钩子只用装钩子之前存下的 C 实现的函数，
-    不调用任何读者能换掉的 Python 函数，也不对读者的对象调用方法，读者代码进不了钩子的帧。"""
+    """装上收发进度事件的审计钩子（见模块说明）。
+
+    钩子的闭包里有签名用的对象，所以读者代码绝不能在钩子的帧还在栈上时运行，否则它顺着
+    ``sys._getframe().f_back`` 就能拿到。为此：
+
+    - 钩子只用装钩子之前存下的 C 实现的函数，不调用读者能换掉的 Python 函数，
+      也不对读者的对象调用方法；
+    - 做事之前先关掉 gc（免得回收读者的对象时运行它的 ``__del__``），做完再打开；
+    - 评测在一个单独的线程里进行（见 main），信号处理函数只在主线程运行，而读者代码在别的线程里
+      根本装不了信号处理函数；
+    - 读者代码开始运行后，不许再添加审计钩子（它会在钩子自己触发的事件里被调用）。
+    """
     import _json
     import _thread
+    import gc
 
     import judge_core
 
     base = hashlib.blake2b(key=key, digest_size=MAC_BYTES)
     encode = _json.encode_basestring_ascii
     write, exit_, getframe, get_ident = os.write, os._exit, sys._getframe, _thread.get_ident
+    gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
     str_, bool_, type_, len_, tuple_ = str, bool, type, len, tuple
     event_name = judge_core.PROGRESS_EVENT
     grade_code = judge_core._grade.__code__
@@ -507,16 +522,15 @@ def install_hook(key: bytes, fd: int, start_info: tuple[bool, bool, str]) -> Non
         mac.update(seq.to_bytes(8, "big"))
         mac.update(payload)
         data = len_(payload).to_bytes(4, "big") + mac.digest() + payload
-        try:
-            while data:
-                data = data[write(fd, data) :]
-        except OSError:
-            exit_(5)  # 父进程已经不在了
+        while data:
+            data = data[write(fd, data) :]
         return True
 
     def fail(reason: str) -> None:
-        send(("invalid", reason))
-        exit_(3)
+        try:
+            send(("invalid", reason))
+        finally:
+            exit_(3)
 
     def replaced_name() -> str:
         for namespace, expected in tables:
@@ -539,6 +553,8 @@ def install_hook(key: bytes, fd: int, start_info: tuple[bool, bool, str]) -> Non
         if state[2] == me:
             return  # 钩子自己触发的事件（比如 sys._getframe）
         if event == event_name:
+            collecting = gc_enabled()
+            gc_disable()
             state[2] = me
             try:
                 caller = getframe(1)
@@ -557,12 +573,15 @@ def install_hook(key: bytes, fd: int, start_info: tuple[bool, bool, str]) -> Non
                     fail("评测器要发的消息里有不是字符串的东西（评测器的函数被改动了？）")
                 if args[0] == "done":
                     exit_(0)
+            except BaseException:
+                exit_(5)  # 发不出去（父进程不在了、内存不够……）：宁可崩溃，也不让读者代码接着跑
             finally:
                 state[2] = 0
+                if collecting:
+                    gc_enable()
             return
-        if state[0] is None:
-            return  # 读者代码还没开始运行
-        if event in blocked or event.startswith(prefixes):
+        if state[0] is not None and (event in blocked or event.startswith(prefixes)):
+            gc_disable()
             state[2] = me
             fail(f"读者代码用了 {event}：评测时不允许（正常的答案用不到，它只能用来改动评测器）")
 
@@ -635,13 +654,29 @@ def main(argv: list[str]) -> None:
         tests = judge_core._tests_from_json(request["tests"])
         install_hook(key, fd, (not landlock_error, not seccomp_error, info))
         del key
-        judge_core.grade(request["code"], tests)
+        # 在单独的线程里评测：信号处理函数只在主线程运行，读者代码也只能在主线程里装信号处理函数，
+        # 这样它就没法在钩子运行到一半时插进来（见 install_hook）
+        threading.stack_size(THREAD_STACK)
+        worker = threading.Thread(
+            target=_grade, args=(judge_core, request["code"], tests), name="judge", daemon=True
+        )
+        worker.start()
+        worker.join()
     except BaseException:  # noqa: BLE001
         traceback.print_exc()
         sys.stderr.flush()
         os._exit(4)
-    # 正常情况下钩子收到 done 就结束了进程，走不到这里
-    print("评测没有正常结束（进度事件没有送达）", file=sys.stderr)
+    os._exit(4)  # 评测线程没有正常结束（_grade 里已经报告了原因）
+
+
+def _grade(judge_core: Any, code: str, tests: list[Any]) -> None:
+    """评测线程。正常情况下钩子收到 done 就结束了整个进程，这个函数不会返回。"""
+    try:
+        judge_core.grade(code, tests)
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+    else:
+        print("评测没有正常结束（进度事件没有送达）", file=sys.stderr)
     sys.stderr.flush()
     os._exit(4)
 

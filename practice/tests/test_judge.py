@@ -872,3 +872,50 @@ def test_time_limit_front_matter(tmp_path: Path) -> None:
     assert judge.load_problem(MEMORY).time_limit == judge.DEFAULT_TIMEOUT
     for bad in ("0", "abc", "601"):
         assert any("time_limit" in p for p in judge_core.check_meta({"time_limit": bad}))
+
+
+# 在钩子运行到一半时插进来：回收读者对象时的 __del__、信号处理函数。它们顺着栈帧找签名用的 send
+CODE_AT_HOOK_TIME = """
+import gc, os, signal, sys
+
+def forge(frame):
+    while frame is not None:
+        send = frame.f_locals.get("send")
+        if callable(send):
+            for name in ("test_one", "test_zero"):
+                send(("outcome", "test_visible.py", name, True, "", ""))
+            for name in ("test_negative", "test_big"):
+                send(("outcome", "test_hidden.py", name, True, "", ""))
+            send(("done",))
+            os._exit(0)
+        frame = frame.f_back
+
+class Bomb:
+    def __del__(self):
+        forge(sys._getframe(1))
+
+def f(x):
+    gc.set_threshold(1)  # 每分配一个对象就回收一次：钩子里一分配，__del__ 就在钩子里运行
+    for _ in range(100):
+        bomb = Bomb()
+        bomb.me = bomb
+    return x
+"""
+
+
+def test_attack_code_running_inside_the_hook(tmp_path: Path) -> None:
+    result = attack(tmp_path, CODE_AT_HOOK_TIME)
+    assert result.returncode == 1
+    assert "VISIBLE-DETAIL" in result.stdout  # 照常判为答案错误，没有伪造成功
+    assert last_line(result.stdout) == FAILED_ALL
+
+
+def test_attack_signal_handler_is_refused(tmp_path: Path) -> None:
+    code = CODE_AT_HOOK_TIME + (
+        "signal.signal(signal.SIGALRM, lambda signum, frame: forge(frame))\n"
+        "signal.setitimer(signal.ITIMER_REAL, 0.0001, 0.0001)\n"
+    )
+    result = attack(tmp_path, code)
+    assert result.returncode == 1
+    assert "signal only works in main thread" in result.stdout
+    assert last_line(result.stdout) == FAILED_ALL
