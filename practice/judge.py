@@ -407,19 +407,28 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> str:
     return f"退出码 {code}"
 
 
-def _kill_strays(work: str) -> None:
-    """再找一遍环境变量 TMPDIR 还指着这次临时目录的进程，全部杀掉（只在有 /proc 的系统上）。
+def _kill_strays(work: str, passes: int) -> None:
+    """按环境变量 TMPDIR 找还指着这次临时目录的进程，全部杀掉（只在有 /proc 的系统上）。
 
     读者代码启动的进程都继承这个变量，即使它们躲开了 killpg（没有 seccomp 时可以 setsid 离开
-    进程组），这里也能找到；只有换掉了整个环境再 exec 的进程找不到。
+    进程组），这里也能找到；只有换掉了整个环境再 exec 的进程找不到。正在 exec 的进程一时读不到
+    环境变量，所以要多找几遍：连续 3 遍都没找到才停，最多 passes 遍。
     """
     marker = f"TMPDIR={work}\0".encode()
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            if marker in (proc / "environ").read_bytes():
-                os.kill(int(proc.name), signal.SIGKILL)
-        except (OSError, ValueError):
-            continue
+    quiet = 0
+    for _ in range(passes):
+        found = 0
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                if marker in (proc / "environ").read_bytes():
+                    os.kill(int(proc.name), signal.SIGKILL)
+                    found += 1
+            except (OSError, ValueError):
+                continue
+        quiet = 0 if found else quiet + 1
+        if quiet >= 3:
+            break
+        time.sleep(0.02)
 
 
 def _remove_tree(path: str) -> None:
@@ -623,7 +632,8 @@ def grade_source(
     finally:
         if proc is not None:
             run.exit_detail = _kill_group(proc)
-            _kill_strays(work)
+            # 有 seccomp 时读者代码离不开进程组，killpg 已经够了，这里只找一遍
+            _kill_strays(work, 1 if run.seccomp else 20)
             for stream in (proc.stdin, proc.stdout):
                 if stream is not None:
                     stream.close()

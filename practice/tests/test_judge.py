@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -480,6 +481,14 @@ def leftover_processes(root: Path) -> list[int]:
     return found
 
 
+def wait_gone(root: Path, seconds: float = 3.0) -> list[int]:
+    """等 SIGKILL 生效：root 之下还活着的进程（等够 seconds 秒还在就返回它们）。"""
+    deadline = time.monotonic() + seconds
+    while (left := leftover_processes(root)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
 def snapshot_files(directory: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(directory)): p.read_bytes()
@@ -509,7 +518,7 @@ def attack(
             env={**os.environ, "TMPDIR": str(judge_tmp)},
         )
     finally:
-        left = leftover_processes(judge_tmp)
+        left = wait_gone(judge_tmp)
         for pid in left:  # 测试失败时也别让它们一直跑下去
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -846,15 +855,16 @@ def test_setsid_grandchild_is_found_without_seccomp(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     problem = make_problem(tmp_path / "problems")
     code = (
-        "import os, sys\n"
+        "import os, sys, time\n"
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
-        "    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "    time.sleep(120)\n"
+        "    os._exit(0)\n"
         "def f(x):\n    return x + 1\n"
     )
     limits = judge.Limits(seccomp=False)
     report = judge.grade_source(code, judge.load_problem(problem).tests(), limits=limits)
-    left = leftover_processes(tmp_path)
+    left = wait_gone(tmp_path)
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert report.ok, judge_core.format_report(report)
