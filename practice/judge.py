@@ -935,12 +935,10 @@ def self_check(problems_dir: Path, timeout: float | None, jobs: int, pyodide: bo
     for p in dirs:
         numbers.setdefault(p.name[:3], []).append(p.name)
     with ThreadPoolExecutor(max_workers=max(1, jobs) + 1) as pool:
-        # Pyodide 自检是一个 node 进程，和 CPython 的评测同时进行
-        browser = (
-            pool.submit(pyodide_check, dirs, timeout or SELF_CHECK_TIMEOUT, jobs)
-            if pyodide
-            else None
-        )
+        # Pyodide 自检是一个 node 进程（最多 4 个线程），和 CPython 的评测同时进行
+        threads = min(max(1, jobs), 4)
+        limit = timeout or SELF_CHECK_TIMEOUT
+        browser = pool.submit(pyodide_check, dirs, limit, threads) if pyodide else None
         results = list(pool.map(lambda p: check_problem(p, timeout), dirs))
         check = browser.result() if browser is not None else None
     for result in results:
