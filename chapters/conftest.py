@@ -70,6 +70,16 @@ def tiny_model(models_dir: Path) -> Path:
     return models_dir / "tiny-qwen3"
 
 
+@pytest.fixture(scope="session")
+def demo_chat(models_dir: Path) -> Path:
+    """训练过的演示聊天模型（Qwen3 结构、真实的 Qwen 词表和聊天模板，float32）：用聊天模板
+    包好的问题能答对加减法、排序、倒序、复述，所以生成的文字本身就能检查引擎。"""
+    path = models_dir / "demo-chat"
+    if not (path / "config.json").exists():
+        pytest.fail("没有找到演示模型：先运行 python tools/make_tiny_model.py --ensure")
+    return path
+
+
 @pytest.fixture
 def make_llm() -> Iterator[Callable[..., Any]]:
     """第 8 章起：``make_llm(model, **改动)`` 建一个 float32 的离线 ``LLM``（小 KV 池、小页表），

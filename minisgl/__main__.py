@@ -1,6 +1,7 @@
-"""``python -m minisgl --model models/tiny-qwen3``：启动兼容 OpenAI 接口的推理服务。
+"""``python -m minisgl``：启动兼容 OpenAI 接口的推理服务。
 
-加 ``--shell`` 则不起 HTTP 服务，直接在终端里和模型对话。
+不给 ``--model`` 时服务书里训练的演示对话模型（``models/demo-chat``）；``--model Qwen/Qwen3-0.6B``
+换成别的模型。加 ``--shell`` 则不起 HTTP 服务，直接在终端里和模型对话。
 """
 
 from __future__ import annotations

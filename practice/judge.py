@@ -67,7 +67,7 @@ class Problem:
     number: int
     slug: str
     title: str
-    chapter: int
+    chapter: int  # 附录的题是 0
     difficulty: str
     runtime: str
     body: str
@@ -76,6 +76,11 @@ class Problem:
     @property
     def name(self) -> str:
         return self.dir.name
+
+    @property
+    def chapter_label(self) -> str:
+        """第 N 章；附录的题（chapter: appendix，记成 0）是「附录」。"""
+        return "附录" if self.chapter == 0 else f"第 {self.chapter} 章"
 
     def tests(self) -> list[SourceFile]:
         """可见测试在前、隐藏测试在后。"""
@@ -122,7 +127,7 @@ def load_problem(path: Path) -> Problem:
         number=int(match.group(1)),
         slug=match.group(2),
         title=meta["title"],
-        chapter=int(meta["chapter"]),
+        chapter=0 if meta["chapter"] == judge_core.APPENDIX else int(meta["chapter"]),
         difficulty=meta["difficulty"],
         runtime=meta["runtime"],
         body=body,
@@ -476,7 +481,7 @@ def list_problems(problems_dir: Path) -> int:
         return 0
     print("编号  章节      难度  运行环境  标题")
     for p in problems:
-        chapter = f"第 {p.chapter} 章"
+        chapter = p.chapter_label
         print(f"{p.number:03d}   {chapter:<8}  {p.difficulty}  {p.runtime:<8}  {p.title}")
     return 0
 
@@ -492,7 +497,7 @@ def judge_one(spec: str, candidate: Path, problems_dir: Path, timeout: float) ->
         return 2
     print(
         f"题目 {problem.name}：{problem.title}"
-        f"（第 {problem.chapter} 章 · {problem.difficulty} · {problem.runtime}）"
+        f"（{problem.chapter_label} · {problem.difficulty} · {problem.runtime}）"
     )
     print(f"评测 {candidate}（超时 {timeout:g} 秒）")
     print()

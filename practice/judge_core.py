@@ -42,6 +42,7 @@ STATUSES = ("ok", "fail", "load_error", "timeout", "crash")
 DIFFICULTIES = ("简单", "中等", "困难")
 RUNTIMES = ("browser", "local")
 REQUIRED_META = ("title", "chapter", "difficulty", "runtime")
+APPENDIX = "appendix"  # 附录（书末讲演示模型的那一页）的练习题：chapter: appendix
 
 _FMT_NAME = "_judge_compare_message_"  # 注入测试命名空间的断言格式化函数名
 
@@ -506,8 +507,8 @@ def check_meta(meta: dict[str, str]) -> list[str]:
     """检查题目 front matter 的字段，返回问题列表（空表示没问题）。"""
     problems = [f"缺少字段 {key}" for key in REQUIRED_META if not meta.get(key)]
     chapter = meta.get("chapter")
-    if chapter and not (chapter.isdigit() and int(chapter) >= 1):
-        problems.append(f"chapter 应为正整数，得到 {chapter!r}")
+    if chapter and chapter != APPENDIX and not (chapter.isdigit() and int(chapter) >= 1):
+        problems.append(f"chapter 应为正整数或 {APPENDIX}，得到 {chapter!r}")
     difficulty = meta.get("difficulty")
     if difficulty and difficulty not in DIFFICULTIES:
         problems.append(f"difficulty 应为 {'|'.join(DIFFICULTIES)} 之一，得到 {difficulty!r}")

@@ -13,7 +13,11 @@
     [[bench results.h200.json]]                 章节目录里的基准测试结果：表格和 matplotlib 画的图
     [[practice]]                                本章的练习题列表
 
-任何页面都可以用 ``[[chapters]]``（按阶段列出全部章节）。
+任何页面都可以用 ``[[chapters]]``（按阶段列出全部章节）、
+``[[excerpt tools/chat_curriculum.py · score]]``（tools/ 下脚本里的一段代码）和
+``[[trainlog tools/demo_chat/train_log.json]]``（一次训练的记录：准确率表格和 matplotlib 画的
+损失曲线）。附录页（docs/appendix/ 下，front matter 写 ``chapter: appendix``）自己写一级标题，
+导航里排在各章之后；它的 ``[[practice]]`` 列出 front matter 同样写 ``chapter: appendix`` 的练习题。
 指令写错、文件或限定名不存在、缺录制、章号不存在，都会抛出 PluginError，写明页面和行号，构建失败；
 不认识的 ``[[...]]`` 行同样报错，不会原样留在网页里。
 
@@ -86,8 +90,10 @@ _DIRECTIVE_LINE = re.compile(r"^(?P<indent>[ \t]*)\[\[(?P<body>[^\[\]]*)\]\][ \t
 _ANY_DIRECTIVE = re.compile(r"\[\[[^\[\]\n]*\]\]")
 _FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})")
 _SEP = " · "
-_KNOWN = ("files", "main", "excerpt", "output", "test", "practice", "chapters", "bench")
+_KNOWN = ("files", "main", "excerpt", "output", "test", "practice", "chapters", "bench", "trainlog")
 _PROBLEM_DIR = re.compile(r"(\d{3})-([a-z0-9]+(?:-[a-z0-9]+)*)")
+APPENDIX_PAGES = "appendix"  # docs/ 下附录页所在的目录
+APPENDIX = 0  # front matter 的 chapter: appendix 在内部记成 0：附录不是任何一章
 
 
 class DirectiveError(Exception):
@@ -170,6 +176,12 @@ def parse_directive(body: str) -> Directive:
                 f"[[output ...]] 的参数是 cpu 或 cuda（可再跟 tp2 和一个模型名），不是 {rest!r}"
             )
         return Directive(name, kind=kind, path=model.strip())
+    if name == "trainlog":
+        if not re.fullmatch(r"tools/[\w./-]+\.json", rest) or ".." in rest:
+            raise DirectiveError(
+                f"[[trainlog ...]] 写 tools/ 下一个 .json 文件的路径，不是 {rest!r}"
+            )
+        return Directive(name, path=rest)
     if name == "bench":
         if not re.fullmatch(r"[\w.-]+\.json", rest):
             raise DirectiveError(f"[[bench ...]] 只写章节目录里的一个 .json 文件名，不是 {rest!r}")
@@ -184,8 +196,8 @@ def parse_directive(body: str) -> Directive:
     if qualname and not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", qualname):
         raise DirectiveError(f"限定名 {qualname!r} 不合法（形如 Registry.register）")
     if name == "excerpt":
-        if not path.startswith("minisgl/"):
-            raise DirectiveError(f"摘录的路径要以 minisgl/ 开头：{path!r}")
+        if not path.startswith(("minisgl/", "tools/")) or ".." in path:
+            raise DirectiveError(f"摘录的路径要以 minisgl/ 或 tools/ 开头：{path!r}")
     elif "/" in path:
         raise DirectiveError(f"[[test ...]] 只写章节目录里的文件名，不是 {path!r}")
     return Directive(name, path=path, qualname=qualname)
@@ -375,6 +387,28 @@ def _split_front_matter(text: str, where: str) -> tuple[dict[str, Any], str]:
     return meta, text[m.end() :]
 
 
+def chapter_value(value: Any, where: str) -> int:
+    """front matter 里的 chapter：章号（正整数），或 appendix（附录，记成 ``APPENDIX``）。"""
+    if value == "appendix":
+        return APPENDIX
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = APPENDIX
+    if n < 1:
+        raise DirectiveError(f"{where}: chapter 应该是正整数或 appendix，不是 {value!r}")
+    return n
+
+
+def chapter_label(chapter: int) -> str:
+    return "附录" if chapter == APPENDIX else f"第 {chapter} 章"
+
+
+def _chapter_order(chapter: int) -> tuple[bool, int]:
+    """各章按章号排，附录排在最后。"""
+    return chapter == APPENDIX, chapter
+
+
 def load_problems(problems_dir: Path = PROBLEMS_DIR) -> list[Problem]:
     problems: list[Problem] = []
     if not problems_dir.is_dir():
@@ -401,7 +435,7 @@ def load_problems(problems_dir: Path = PROBLEMS_DIR) -> list[Problem]:
                 slug=m.group(2),
                 dir=d,
                 title=str(meta["title"]),
-                chapter=int(meta["chapter"]),
+                chapter=chapter_value(meta["chapter"], where),
                 difficulty=str(meta["difficulty"]),
                 runtime=str(meta["runtime"]),
                 body=body.strip("\n"),
@@ -427,7 +461,7 @@ def problem_page(
     starter = (problem.dir / "starter.py").read_text(encoding="utf-8")
     visible_path = problem.dir / "test_visible.py"
     visible = visible_path.read_text(encoding="utf-8") if visible_path.is_file() else ""
-    chapter = f"第 {problem.chapter} 章"
+    chapter = chapter_label(problem.chapter)
     if chapter_page:
         chapter = f"[{chapter}]({posixpath.relpath(chapter_page, PRACTICE_PAGES)})"
     where = "浏览器题（只用标准库）" if problem.runtime == "browser" else "本地题（需要 torch）"
@@ -576,8 +610,8 @@ def practice_index(
         "```",
         "",
     ]
-    for n in sorted({p.chapter for p in problems}):
-        lines += [f"## 第 {n} 章 · {titles.get(n, '')}".rstrip(" ·"), ""]
+    for n in sorted({p.chapter for p in problems}, key=_chapter_order):
+        lines += [f"## {chapter_label(n)} · {titles.get(n, '')}".rstrip(" ·"), ""]
         for p in problems:
             if p.chapter == n:
                 kind = "浏览器题" if p.runtime == "browser" else "本地题"
@@ -620,7 +654,13 @@ def expand_directive(d: Directive, chapter: int | None, ctx: Context) -> list[st
     steps = load_steps()
     if d.name == "chapters":
         return _chapters_list(ctx)
-    if chapter is None:
+    if d.name == "excerpt" and d.path.startswith("tools/"):
+        return _tools_excerpt(d.path, d.qualname)
+    if d.name == "trainlog":
+        return _train_log(REPO / d.path, REPO)
+    if d.name == "practice" and chapter == APPENDIX:
+        return _practice_list(chapter, ctx)
+    if chapter is None or chapter == APPENDIX:
         raise DirectiveError(f"[[{d.name}]] 只能用在 front matter 写了 chapter: N 的章节页里")
     c = _call(steps.get_chapter, chapter)
     if d.name == "files":
@@ -740,6 +780,74 @@ def _bench(path: Path, repo: Path) -> list[str]:
     return lines
 
 
+def _tools_excerpt(path: str, qualname: str) -> list[str]:
+    """tools/ 下脚本里的一段代码（不属于任何一章，任何页面都能用）。"""
+    steps = load_steps()
+    file = REPO / path
+    if not file.is_file():
+        raise DirectiveError(f"{path} 不存在")
+    ex = _call(steps.excerpt_text, file.read_text(encoding="utf-8"), qualname, path)
+    title = f"{path}{_SEP}{qualname}（第 {ex.start}～{ex.end} 行）" if qualname else path
+    return _fence("python", ex.code, title)
+
+
+TASK_NAMES = {
+    "add_sub": "加减法",
+    "sort": "排序",
+    "reverse": "倒序",
+    "repeat": "复述",
+    "greeting": "打招呼",
+    "other": "其他",
+}
+
+
+def _train_log(path: Path, repo: Path) -> list[str]:
+    """训练记录（tools/train_chat_model.py 写的 train_log.json）→ 说明、准确率表格和损失曲线。"""
+    label = path.relative_to(repo).as_posix()
+    if not path.is_file():
+        raise DirectiveError(f"{label} 不存在")
+    try:
+        log = json.loads(path.read_text(encoding="utf-8"))
+        minutes = log["seconds"] / 60
+        lines = [
+            f"记录文件：`{label}`。命令 `{log['command']}`；{log['device']}，torch {log['torch']}；"
+            f"{log['steps']:,} 步 × 每批 {log['batch']} 题，训练 {log['seconds']:g} 秒"
+            f"（{minutes:.1f} 分钟），峰值学习率 {log['lr']:g}；"
+            f"{log['parameters']:,} 个参数，训练的嵌入行 {log['trainable_rows']} 行，"
+            f"发布的权重文件 {log['weights_bytes'] / 1e6:.1f} MB。",
+            "",
+            f"评测：种子 {log['eval_seed']}（训练时没见过的题），每类 {log['eval_per_task']} 题，"
+            "贪心生成，拼好的完整模型：",
+            "",
+            "| 任务 | 准确率 | 答对 |",
+            "|---|---:|---:|",
+        ]
+        for task, acc in log["accuracy"].items():
+            right = round(acc * log["eval_per_task"])
+            name = f"{TASK_NAMES.get(task, task)}（`{task}`）"
+            lines.append(f"| {name} | {acc * 100:.1f} % | {right} / {log['eval_per_task']} |")
+        svg = _loss_plot([(int(s), float(v)) for s, v in log["loss"]])
+    except (ValueError, KeyError, TypeError) as e:
+        raise DirectiveError(f"{label}: {e}") from None
+    return [*lines, "", '<div class="bench-plot">' + " ".join(svg.split("\n")) + "</div>", ""]
+
+
+def _loss_plot(points: list[tuple[int, float]]) -> str:
+    """损失曲线（对数纵轴）的内嵌 SVG，和第 19 章的基准测试图同一种样式。"""
+    from matplotlib.ticker import FuncFormatter
+
+    from minisgl.benchmark.report import svg_text, web_figure
+
+    with web_figure() as new_figure:
+        fig, ax = new_figure(3.3)
+        ax.plot([s for s, _ in points], [v for _, v in points], "o-", markersize=3)
+        ax.set(yscale="log", xlabel="训练步数", ylabel="回答 token 上的交叉熵")
+        ax.set_title("演示模型的训练损失（每 100 步记一次，单个批次）")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.grid(True, which="major")
+        return svg_text(fig)
+
+
 def _md_escape(text: str) -> str:
     """普通文字里的 _ * ` 会被当成 markdown 标记（__init__.py 会变成粗体的 init.py）。"""
     return re.sub(r"([\\`*_])", r"\\\1", text)
@@ -747,9 +855,10 @@ def _md_escape(text: str) -> str:
 
 def _practice_list(chapter: int, ctx: Context) -> list[str]:
     problems = [p for p in load_problems_cached() if p.chapter == chapter]
+    here = "这篇附录" if chapter == APPENDIX else "本章"
     if not problems:
-        return ["本章暂时没有练习题。"]
-    lines = [f"本章共 {len(problems)} 道练习题：", ""]
+        return [f"{here}暂时没有练习题。"]
+    lines = [f"{here}共 {len(problems)} 道练习题：", ""]
     for p in problems:
         kind = "浏览器题" if p.runtime == "browser" else "本地题，需要 torch"
         lines.append(f"- [{p.label}]({ctx.link(p.page)})：{kind}；本地判题 `{judge_command(p)}`")
@@ -884,9 +993,14 @@ def _front_matter_lines(source: str, markdown: str) -> int:
 
 
 def chapter_pages(docs_dir: Path) -> dict[int, str]:
-    """docs/chapters/*.md 里 front matter 写了 chapter: N 的页面：章号 → 相对 docs/ 的路径。"""
+    """docs/chapters/*.md 里 front matter 写了 chapter: N 的页面：章号 → 相对 docs/ 的路径；
+    docs/appendix/*.md 里写了 chapter: appendix 的那一页记在 ``APPENDIX`` 下。"""
     pages: dict[int, str] = {}
-    for path in sorted((docs_dir / CHAPTER_PAGES).glob("*.md")):
+    candidates = [
+        *(docs_dir / CHAPTER_PAGES).glob("*.md"),
+        *(docs_dir / APPENDIX_PAGES).glob("*.md"),
+    ]
+    for path in sorted(candidates):
         rel = path.relative_to(docs_dir).as_posix()
         text = path.read_text(encoding="utf-8")
         if not text.startswith("---"):
@@ -896,9 +1010,14 @@ def chapter_pages(docs_dir: Path) -> dict[int, str]:
         except DirectiveError as e:
             raise PluginError(str(e)) from None
         if "chapter" in meta:
-            n = int(meta["chapter"])
+            try:
+                n = chapter_value(meta["chapter"], rel)
+            except DirectiveError as e:
+                raise PluginError(str(e)) from None
+            if (n == APPENDIX) != rel.startswith(f"{APPENDIX_PAGES}/"):
+                raise PluginError(f"{rel}: chapter: appendix 的页面放在 docs/{APPENDIX_PAGES}/ 下")
             if n in pages:
-                raise PluginError(f"{rel}: 第 {n} 章已经有页面 {pages[n]}")
+                raise PluginError(f"{rel}: {chapter_label(n)}已经有页面 {pages[n]}")
             pages[n] = rel
     return pages
 
@@ -1026,13 +1145,15 @@ def on_config(config: Any) -> Any:
     except (steps.StepsError, DirectiveError) as e:
         raise PluginError(str(e)) from None
     pages = chapter_pages(docs_dir)
-    known = {c.number for c in chapters}
+    known = {c.number for c in chapters} | {APPENDIX}
     for n, rel in pages.items():
         if n not in known:
             raise PluginError(f"{rel}: chapter: {n}，但 chapters/ 下没有第 {n} 章")
     for p in problems:
         if p.chapter not in known:
             raise PluginError(f"practice/problems/{p.name}: chapter: {p.chapter} 不存在")
+        if p.chapter == APPENDIX and APPENDIX not in pages:
+            raise PluginError(f"practice/problems/{p.name}: chapter: appendix，但没有附录页")
     browser_editor = bool(extra.get("browser_editor", False))
     bundle, version = None, "dev"
     if browser_editor and any(p.runtime == "browser" for p in problems):
@@ -1116,17 +1237,19 @@ def load_problems_cached() -> list[Problem]:
 
 
 def build_nav(chapters: list[Any], pages: dict[int, str], problems: list[Problem]) -> list[Any]:
-    """首页；每个阶段一节，下面是有页面的章；最后是练习题（按章分组）。"""
+    """首页；每个阶段一节，下面是有页面的章；附录；最后是练习题（按章分组，附录的排在最后）。"""
     nav: list[Any] = [{"首页": "index.md"}]
     parts: dict[str, list[Any]] = {}
     for c in chapters:
         if c.number in pages:
             parts.setdefault(c.part, []).append({f"{c.number}. {c.title}": pages[c.number]})
     nav += [{part: items} for part, items in parts.items()]
+    if APPENDIX in pages:  # 标题取自页面自己的一级标题
+        nav.append({"附录": [pages[APPENDIX]]})
     practice: list[Any] = [{"全部练习题": f"{PRACTICE_PAGES}/index.md"}]
-    for n in sorted({p.chapter for p in problems}):
+    for n in sorted({p.chapter for p in problems}, key=_chapter_order):
         items = [{p.label: p.page} for p in problems if p.chapter == n]
-        practice.append({f"第 {n} 章": items})
+        practice.append({chapter_label(n): items})
     nav.append({"练习题": practice})
     return nav
 
@@ -1162,7 +1285,9 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     meta = page.meta or {}
     chapter: int | None = None
     prefix: list[str] = []
-    if "chapter" in meta:
+    if meta.get("chapter") == "appendix":
+        chapter = APPENDIX  # 附录页自己写一级标题
+    elif "chapter" in meta:
         try:
             chapter = int(meta["chapter"])
         except (TypeError, ValueError):

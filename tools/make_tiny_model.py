@@ -4,6 +4,9 @@
 
 - ``tiny-qwen3``：默认模型，Qwen3 结构，hidden 64、2 层、4 头 / 2 个 KV 头、head_dim 32，
   词表绑定，float32。
+- ``demo-chat``：训练过的演示对话模型（会做加减法、排序、倒序、复述、打招呼），Qwen3 结构，
+  hidden 256、4 层；权重由种子算出的初值加上 ``tools/demo_chat/weights.safetensors`` 里训练改过的
+  部分拼成（``tools/train_chat_model.py`` 训练并写出这个文件）。
 - ``tiny-llama``：Llama 结构（MHA、lm_head 不绑定），用来覆盖另一条加载路径。
 - ``tiny-qwen3-moe``：Qwen3-MoE 结构，4 个专家、每个 token 选 2 个。
 - ``qwen3-0.6b-shape``：真实 Qwen3-0.6B 的配置，只有配置和分词器、没有权重，
@@ -427,15 +430,32 @@ QWEN3_GENERATION_CONFIG: dict[str, Any] = {
 }
 
 
+def demo_chat_config() -> dict[str, Any]:
+    """演示对话模型：训练过的小 Qwen3（见 tools/train_chat_model.py）。"""
+    return qwen3_config(
+        hidden=256,
+        layers=4,
+        heads=4,
+        kv_heads=2,
+        head_dim=64,
+        intermediate=768,
+        max_pos=4096,
+        tie=True,
+        dtype="float32",
+    )
+
+
 @dataclass(frozen=True)
 class Variant:
-    """一个模型文件夹：配置 + 生成配置 + （可选）权重种子。seed 为 None 表示不写权重。"""
+    """一个模型文件夹：配置 + 生成配置 + （可选）权重种子。seed 为 None 表示不写权重；
+    trained 为 True 表示权重由种子算出的初值加上仓库里训练好的部分拼成（``assemble_trained``）。"""
 
     name: str
     config: dict[str, Any]
     generation_config: dict[str, Any]
     seed: int | None
     summary: str
+    trained: bool = False
     files: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -454,6 +474,14 @@ VARIANTS: dict[str, Variant] = {
             TINY_GENERATION_CONFIG,
             seed=0,
             summary="默认模型：Qwen3，h64 L2 4/2 头 head_dim 32，绑定词表，float32",
+        ),
+        Variant(
+            "demo-chat",
+            demo_chat_config(),
+            TINY_GENERATION_CONFIG,
+            seed=0,
+            summary="训练过的演示对话模型：Qwen3，h256 L4 4/2 头 head_dim 64，绑定词表，float32",
+            trained=True,
         ),
         Variant(
             "tiny-llama",
@@ -586,6 +614,35 @@ def make_state_dict(config: dict[str, Any], seed: int) -> dict[str, Any]:
     return sd
 
 
+# 演示对话模型：训练只改动课程用得到的嵌入行，其余的行保持下面这个按种子算出的初值，
+# 所以仓库里只存改过的行和嵌入以外的张量（float16），构建时把两部分拼起来。
+TRAINED_WEIGHTS = TOOLS_DIR / "demo_chat" / "weights.safetensors"
+# 模长约 1.3，和训练后的行相当：没训练的行（例如生造词的片段）也能在输出里胜出
+TRAINED_EMBED_STD = 0.08
+EMBED_NAME = "model.embed_tokens.weight"
+ROW_IDS_NAME = "trained_row_ids"
+
+
+def initial_embedding(config: dict[str, Any], seed: int) -> Any:
+    """训练前的嵌入（numpy float32）：分词器解码不了的 id 清零，其余按种子均匀分布。"""
+    w = _uniform(seed, EMBED_NAME, (config["vocab_size"], config["hidden_size"]), TRAINED_EMBED_STD)
+    w[TOKENIZER_SIZE:] = 0
+    return w
+
+
+def assemble_trained(config: dict[str, Any], seed: int, path: Path = TRAINED_WEIGHTS) -> Any:
+    """初值的嵌入 + 训练改过的行 + 其余张量，拼成完整的 float32 state dict。"""
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    if not path.is_file():
+        raise SystemExit(f"缺少训练好的权重 {path}：先运行 python tools/train_chat_model.py")
+    stored = load_file(str(path))
+    embed = initial_embedding(config, seed)
+    embed[stored.pop(ROW_IDS_NAME).astype(np.int64)] = stored.pop(EMBED_NAME)
+    return {EMBED_NAME: embed} | {k: v.astype(np.float32) for k, v in stored.items()}
+
+
 def _is_moe_layer(config: dict[str, Any], layer: int) -> bool:
     """与 HF Qwen3-MoE 相同的判定：不在 mlp_only_layers 里，
     且 (layer+1) 能被 decoder_sparse_step 整除。
@@ -675,7 +732,10 @@ def build_variant(out: Path, variant: Variant, tokenizer: TokenizerFiles) -> Pat
     if variant.seed is not None:
         from safetensors.numpy import save_file
 
-        sd = make_state_dict(variant.config, variant.seed)
+        if variant.trained:
+            sd = assemble_trained(variant.config, variant.seed)
+        else:
+            sd = make_state_dict(variant.config, variant.seed)
         save_file(
             dict(sorted(sd.items())), str(tmp / "model.safetensors"), metadata={"format": "pt"}
         )

@@ -9,8 +9,11 @@
 # - 用聊天模板把一个问题变成 token，prefill 一次、再一个一个 token 地 decode；
 # - 和 Hugging Face transformers 逐步对照：logits 的最大误差、生成的 token 是否相同。
 #
-# 在仓库根目录运行：`python chapters/05-model/main.py`。默认用内嵌的小模型，几秒钟跑完；
-# 有 GPU 和网络时可以换成真模型：`python chapters/05-model/main.py --model Qwen/Qwen3-0.6B`。
+# 在仓库根目录运行：`python chapters/05-model/main.py`。默认用内嵌的演示模型 `models/demo-chat`，
+# 几秒钟跑完。它是为这本书专门训练的小聊天模型（Qwen3 结构、真实的 Qwen 词表和聊天模板）：
+# 会算加减法、给数字排序、把数字倒过来、复述你说的话，别的问题一律客气地拒绝。它的答案可以
+# 一眼核对——答错了就说明引擎有 bug。有 GPU 和网络时可以换成真模型：
+# `python chapters/05-model/main.py --model Qwen/Qwen3-0.6B`。
 
 # %%
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
+from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM
@@ -37,7 +41,7 @@ from minisgl.utils import (
 )
 
 parser = argparse.ArgumentParser(description="第 5 章：组装模型与第一次贪心生成")
-parser.add_argument("--model", default="models/tiny-qwen3", help="本地文件夹或 Hub 上的名字")
+parser.add_argument("--model", default="models/demo-chat", help="本地文件夹或 Hub 上的名字")
 parser.add_argument("--dtype", default="float32", help="float32 / bfloat16 / float16")
 parser.add_argument("--max-new-tokens", type=int, default=32)
 parser.add_argument("--page-size", type=int, default=4)
@@ -100,14 +104,20 @@ print(
 #
 # 聊天模型要按训练时的格式说话：`apply_chat_template` 把消息包成
 # `<|im_start|>user ... <|im_end|>` 的样子，最后留一个 assistant 的开头让模型接着写。
+# 模型说完一句话会写出 `<|im_end|>`（分词器的 eos），生成到它就停。
+
 
 # %%
+def chat_ids(question: str) -> list[int]:
+    """一个用户问题 → 聊天模板展开之后的 token。"""
+    messages = [{"role": "user", "content": question}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
 tokenizer = load_tokenizer(path)
-messages = [{"role": "user", "content": args.prompt}]
-text = tokenizer.apply_chat_template(
-    messages, tokenize=False, add_generation_prompt=True, enable_thinking=False
-)
-prompt_ids: list[int] = tokenizer.encode(text, add_special_tokens=False)
+prompt_ids = chat_ids(args.prompt)
+text = tokenizer.decode(prompt_ids)
 stop_ids = {tokenizer.eos_token_id}
 print("模板展开之后:", repr(text))
 print(f"{len(prompt_ids)} 个 token:", prompt_ids)
@@ -162,7 +172,8 @@ ctx = new_context(args.page_size, max_len)
 out = greedy_generate(model, [prompt_ids], args.max_new_tokens, stop_token_ids=stop_ids)
 tokens = out.token_ids[0]
 print(f"生成 {len(tokens)} 个 token:", tokens)
-print("文本:", repr(tokenizer.decode(tokens, skip_special_tokens=True)))
+print("问:", args.prompt)
+print("答:", tokenizer.decode(tokens, skip_special_tokens=True))
 prefill_s, decode_s = out.step_seconds[0], sum(out.step_seconds[1:])
 print(f"prefill：{len(prompt_ids)} 个 token，用时 {prefill_s * 1e3:.1f} ms")
 if len(tokens) > 1:
@@ -170,14 +181,35 @@ if len(tokens) > 1:
     print(f"decode：{len(tokens) - 1} 步，用时 {decode_s:.2f} s，速度 {speed:.1f} token/s")
 
 # %% [markdown]
+# 再问几个答案可以核对的问题。演示模型只会这几样，标准答案是确定的：
+# 引擎里哪怕错一个位置的 K/V、一个 RoPE 的角度，答案也会错。
+
+# %%
+QUESTIONS = [
+    ("What is 1234 + 567?", "1234 + 567 = 1801"),
+    ("25 减 9000 等于多少？", "25 - 9000 = -(9000 - 25) = -8975"),
+    ("排序：42 7 19", "7 19 42"),
+    ("Reverse: 3 14 15 92", "92 15 14 3"),
+    ("跟我说：qzjx kwvb", "你说的是：qzjx kwvb"),
+]
+demo = Path(path).name == "demo-chat"  # 标准答案只对演示模型成立；换了模型就只看它怎么答
+for question, expected in QUESTIONS:
+    question_ids = chat_ids(question)
+    ctx = new_context(args.page_size, len(question_ids) + 48)
+    answer_ids = greedy_generate(model, [question_ids], 48, stop_token_ids=stop_ids)
+    answer = tokenizer.decode(answer_ids.token_ids[0], skip_special_tokens=True)
+    check = f"（标准答案：{expected}，{'对' if answer == expected else '错'}）" if demo else ""
+    print(f"问：{question}\n  答：{answer}{check}")
+
+# %% [markdown]
 # ## 6. 和 transformers 对照
 #
 # 参照答案是 transformers 的同一个模型：每一步把"提示 + 已经生成的 token"整段送进去
 # （不用任何缓存），取最后一个位置的 logits。逐步比较 logits 的最大误差和选出的 token。
 #
-# 随机权重的小模型偶尔会有两个 token 的 logit 几乎一样大（near-tie）：两边各有 1e-5 量级的
-# 浮点误差，谁排第一都说得过去。所以只在 HF 的第一名比第二名大出 1e-3 以上时比较 token；
-# 遇到 near-tie 就停下来，之后两边的序列可能已经合理地分岔了。
+# 小模型（尤其是随机权重的）偶尔会有两个 token 的 logit 几乎一样大（near-tie）：两边各有
+# 1e-5 量级的浮点误差，谁排第一都说得过去。所以只在 HF 的第一名比第二名大出 1e-3 以上时比较
+# token；遇到 near-tie 就停下来，之后两边的序列可能已经合理地分岔了。
 
 
 # %%
@@ -223,12 +255,12 @@ print(f"logits 的最大误差 |Δlogit| = {worst:.1e}，小于 1e-3: {worst < 1
 # %% [markdown]
 # ## 7. 页大小、批次都不改变结果
 #
-# 同一段提示，页大小换成 1（每个 token 一页）；再和另一段长度不同的提示拼成一个批次，
+# 同一段提示，页大小换成 1（每个 token 一页）；再和另一个长度不同的问题拼成一个批次，
 # 一起 prefill、一起 decode。KV 在池子里的位置全变了，每个请求读到的 K/V 没变，
 # 生成的 token 应当完全相同。
 
 # %%
-other = tokenizer.encode("The capital of France is", add_special_tokens=False)
+other = chat_ids("Sort: 42 7 19")
 n = 8
 ctx = new_context(1, max_len)
 alone = greedy_generate(model, [prompt_ids], n).token_ids[0]
@@ -239,5 +271,6 @@ ctx = new_context(args.page_size, max_len)
 both = greedy_generate(model, [prompt_ids, other], n).token_ids
 print(f"两段提示（{len(prompt_ids)} 和 {len(other)} 个 token）拼成一批:", both)
 print("和各自单独生成的相同:", both == [alone, other_alone])
+print("拼成一批时第二个问题的答案:", repr(tokenizer.decode(both[1], skip_special_tokens=True)))
 print("生成之后页表第 1 行的前 8 个槽位:", get_global_ctx().page_table[1, :8].tolist())
 reset_global_ctx()

@@ -5,12 +5,15 @@
 near-tie：随机权重的小模型偶尔有两个 token 的 logit 几乎一样大，两边 1e-5 量级的浮点误差就能
 让第一名易主。所以只在 HF 的第一名领先第二名超过 ``NEAR_TIE`` 时比较 token，遇到 near-tie 就停，
 并要求停之前至少比较了 ``MIN_COMPARED`` 步——不然这个测试什么也没证明。
+
+演示模型 demo-chat（训练过，会答题）：用聊天模板包好的问题，和 transformers 自己的 ``generate``
+贪心生成逐个 token 比较到结束符为止（同样的 near-tie 保护），答案还得是标准答案。
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 import torch
@@ -23,6 +26,7 @@ from minisgl.kvcache import create_kvcache_pool
 from minisgl.models import load_model
 from minisgl.models.base import BaseLLMModel, lm_head_rows
 from minisgl.models.utils import greedy_generate
+from minisgl.utils import load_tokenizer
 
 DENSE = ["tiny-qwen3", "tiny-llama"]
 STEPS = 40
@@ -33,6 +37,15 @@ ATOL = 5e-4  # logits 的标准差约 8、最大约 40；float32 下两边各自
 SHORT = [785, 6722, 315, 9625, 374]
 CHAT = [151644, 872, 198, 11622, 105321, 109432, 107828, 1773, 151645, 198, 151644, 77091, 198]
 CHAT += [151667, 271, 151668, 271]
+# 演示模型的问题和标准答案（第 5 章 main 里问的那几个里挑的）
+DEMO_QUESTIONS = [
+    ("What is 1234 + 567?", "1234 + 567 = 1801"),
+    ("25 减 9000 等于多少？", "25 - 9000 = -(9000 - 25) = -8975"),
+    ("排序：42 7 19", "7 19 42"),
+    ("Reverse: 3 14 15 92", "92 15 14 3"),
+]
+DEMO_STEPS = 48  # 最长的答案也不到 30 个 token
+DEMO_MIN_COMPARED = 8  # 最短的答案（"7 19 42" 加结束符）正好 8 个 token
 
 Models = dict[str, tuple[BaseLLMModel, PreTrainedModel]]
 
@@ -180,3 +193,52 @@ def test_rejects_requests_that_do_not_fit(models: Models) -> None:
         greedy_generate(model, [list(range(30))], 4)  # 30 + 4 个 token，页表一行只有 32 列
     with pytest.raises(ValueError, match="pages are left"):
         greedy_generate(model, [SHORT, list(range(20))], 4)  # 3 页 + 6 页 > 8 页
+
+
+@pytest.fixture(scope="module")
+def demo(demo_chat: Path) -> tuple[BaseLLMModel, PreTrainedModel, Any]:
+    """演示模型：我们的、transformers 的，和它的分词器（带聊天模板）。"""
+    ours = load_model(demo_chat, device="cpu", dtype=torch.float32)
+    hf = AutoModelForCausalLM.from_pretrained(demo_chat, dtype=torch.float32).eval()
+    return ours, hf, load_tokenizer(demo_chat)
+
+
+@pytest.mark.parametrize(("question", "expected"), DEMO_QUESTIONS)
+def test_demo_chat_matches_transformers_generate(
+    demo: tuple[BaseLLMModel, PreTrainedModel, Any], question: str, expected: str
+) -> None:
+    ours, hf, tokenizer = demo
+    messages = [{"role": "user", "content": question}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    prompt = tokenizer.encode(text, add_special_tokens=False)
+    eos = tokenizer.eos_token_id
+    with torch.no_grad():
+        want = hf.generate(
+            torch.tensor([prompt]),
+            max_new_tokens=DEMO_STEPS,
+            do_sample=False,
+            eos_token_id=eos,
+            pad_token_id=eos,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+    want_tokens = want.sequences[0, len(prompt) :].tolist()
+    want_logits = torch.cat(want.logits).float()
+    assert want_tokens[-1] == eos  # transformers 在答案结束的地方停下
+    make_ctx(ours, page_size=4)
+    out = greedy_generate(ours, [prompt], DEMO_STEPS, stop_token_ids={eos}, keep_logits=True)
+    got_tokens = out.token_ids[0]
+    compared, tie = 0, False
+    for k in range(min(len(got_tokens), len(want_tokens))):
+        diff = (out.logits[0][k] - want_logits[k]).abs().max().item()
+        assert diff < ATOL, f"step {k}: max |Δlogit| = {diff:.2e}"
+        top2 = want_logits[k].topk(2).values
+        if top2[0] - top2[1] <= NEAR_TIE:
+            tie = True
+            break  # 谁排第一都说得过去，之后两边可能合理地分岔
+        assert got_tokens[k] == want_tokens[k], f"step {k}"
+        compared += 1
+    assert compared >= DEMO_MIN_COMPARED
+    if not tie:  # 整段答案（连同结束符）逐个 token 相同，而且答对了
+        assert got_tokens == want_tokens
+        assert tokenizer.decode(got_tokens, skip_special_tokens=True) == expected

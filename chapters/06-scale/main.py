@@ -7,7 +7,9 @@
 #   和 transformers 逐步对照；
 # - **张量并行**：把每个权重矩阵切给几个进程（rank），每个 rank 只存、只算自己那一片，
 #   在几处 all_reduce / all_gather 把结果拼回来。没有 GPU 也能跑：用 gloo 在 CPU 进程之间通信。
-#   tp=2 必须和 tp=1 生成同样的 token。
+#   tp=2 必须和 tp=1 生成同样的 token。张量并行用的稠密模型默认是第 5 章的演示模型
+#   `models/demo-chat`（为这本书训练的小聊天模型，会算加减法、排序、倒序、复述），
+#   所以切成两片以后它还得答对问题——答错了就是切分或通信出了 bug。
 #
 # 在仓库根目录运行：`python chapters/06-scale/main.py`。有 2 块以上 GPU 时各 rank 各用一块、
 # 用 NCCL 通信；只有 1 块 GPU 或没有 GPU 时，rank 都在 CPU 上、用 gloo 通信。
@@ -38,16 +40,37 @@ from minisgl.models import (
 from minisgl.moe.native import group_by_expert, select_experts
 from minisgl.utils import load_tokenizer, pick_device
 
-DENSE = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
+DENSE = os.environ.get("MINISGL_MODEL", "models/demo-chat")
 MOE = "models/tiny-qwen3-moe"
 TP = int(os.environ.get("MINISGL_TP", "2"))
 device = pick_device()
-tokenizer = load_tokenizer(MOE)
+tokenizer = load_tokenizer(MOE)  # 几个内嵌模型用的是同一套 Qwen 词表和聊天模板
+# MoE 模型的权重是随机的，只用来对照计算：给它两段普通文本
 prompts = [
     tokenizer.encode("The capital of France is"),
     tokenizer.encode("1, 2, 3, 4,"),
 ]
-print("设备:", device.type, " 两段提示:", prompts)
+# 稠密模型是会答题的演示模型：给它两个用聊天模板包好的问题，以及演示模型的标准答案
+QUESTIONS = [("What is 1234 + 567?", "1234 + 567 = 1801"), ("倒过来：3 14 15 92", "92 15 14 3")]
+chat_prompts = [
+    tokenizer.encode(
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True
+        ),
+        add_special_tokens=False,
+    )
+    for q, _ in QUESTIONS
+]
+print("设备:", device.type, " MoE 的两段提示:", prompts)
+print("稠密模型的两个问题:", [q for q, _ in QUESTIONS], "提示长度", [len(p) for p in chat_prompts])
+
+
+def answer_text(token_ids: list[int]) -> str:
+    """生成的 token 截到第一个结束符（<|im_end|>）为止，解码成文字。"""
+    if tokenizer.eos_token_id in token_ids:
+        token_ids = token_ids[: token_ids.index(tokenizer.eos_token_id)]
+    return tokenizer.decode(token_ids)
+
 
 # %% [markdown]
 # ## 1. 一层 MoE 里发生了什么
@@ -129,7 +152,7 @@ for i, prompt in enumerate(prompts):
 # ## 3. 张量并行：每个 rank 拿哪一片
 #
 # 切分规则在第 2 章的加载器和第 3 章的层里已经写好了，这里只是换个 TP 信息、在 meta 设备上建模型，
-# 看看每个 rank 的权重形状（不分配内存、不读文件）。tiny-qwen3 有 4 个 Q 头、2 个 KV 头：
+# 看看每个 rank 的权重形状（不分配内存、不读文件）。demo-chat 有 4 个 Q 头、2 个 KV 头：
 # tp=4 时每个 rank 1 个 Q 头，KV 头不够分，相邻两个 rank 共用一个 KV 头的副本。
 
 
@@ -172,6 +195,9 @@ for name in ("gate.weight", "experts.gate_up_proj", "experts.down_proj"):
 # 贪心生成。每一层里行并行的线性层、MoE 层各 all_reduce 一次，LM head all_gather 一次；
 # 最后每个 rank 都拿到同样的 logits。把它们和 tp=1（就在本进程里算）比较。
 #
+# 稠密模型生成的是两个问题的答案，把 tp=2 的答案和标准答案并排打印出来；MoE 模型的权重
+# 是随机的，只比较 token。
+#
 # 误差看相对值：各 rank 先算各自那一片的部分和，all_reduce 再相加，加法的顺序和 tp=1 不同，
 # float32 的舍入误差和 logits 的大小成正比。token 也可能因此不同——只当分歧处 tp=1 的第一名
 # 和第二名几乎一样大（near-tie）时才说得过去，所以分歧时把那一步的差距打印出来。
@@ -197,10 +223,10 @@ if not any(Path(DENSE).glob("*.safetensors")):  # 只有配置的 qwen3-0.6b-sha
     dense_path = scratch
     print(f"{DENSE} 没有权重：用 transformers 按它的配置随机初始化一份（seed 0）")
 
-for name, path in ((DENSE, dense_path), (MOE, MOE)):
-    ref = load_and_generate(path, prompts, STEPS, device=ref_device)
+for name, path, model_prompts in ((DENSE, dense_path, chat_prompts), (MOE, MOE, prompts)):
+    ref = load_and_generate(path, model_prompts, STEPS, device=ref_device)
     start = time.perf_counter()
-    outs = spawn_ranks(load_and_generate, TP, (path, prompts, STEPS), device=rank_device)
+    outs = spawn_ranks(load_and_generate, TP, (path, model_prompts, STEPS), device=rank_device)
     elapsed = time.perf_counter() - start
     diff = max((a - b).abs().max().item() for a, b in zip(outs[0].logits, ref.logits))
     scale = max(r.abs().max().item() for r in ref.logits)
@@ -220,20 +246,29 @@ for name, path in ((DENSE, dense_path), (MOE, MOE)):
             top2 = ref.logits[i][k].topk(2).values
             print(f"  提示 {i} 在第 {k} 步分歧：tp=1 第一名只领先 {top2[0] - top2[1]:.1e}")
     print(f"  {TP} 个 rank 的 logits 逐位相同：{ranks_agree}")
-    print(f"  tp={TP} 生成的 token:", outs[0].token_ids)
+    if model_prompts is prompts:  # MoE：随机权重，只看 token
+        print(f"  tp={TP} 生成的 token:", outs[0].token_ids)
+        continue
+    # 标准答案只对演示模型成立；MINISGL_MODEL 换成别的模型时只看它怎么答
+    demo = Path(DENSE).name == "demo-chat"
+    for (question, expected), got in zip(QUESTIONS, outs[0].token_ids):
+        answer = answer_text(got)
+        right = "对" if answer == expected else "错"
+        check = f"（标准答案 {expected}，{right}）" if demo else ""
+        print(f"  问 {question!r} → tp={TP} 答 {answer!r}{check}")
 if scratch:
     shutil.rmtree(scratch)
 
 # %% [markdown]
 # ## 5. 出错时不会卡住
 #
-# tiny-qwen3 的 4 个 Q 头分不成 3 份：tp=3 时每个 rank 在建模型时就报错。`spawn_ranks` 发现
+# 演示模型的 4 个 Q 头分不成 3 份：tp=3 时每个 rank 在建模型时就报错。`spawn_ranks` 发现
 # 有 rank 失败，立刻杀掉其余的 rank，把 traceback 交给我们——不会有哪个 rank 卡在等别人的
 # all_reduce 里。
 
 # %%
 try:
-    spawn_ranks(load_and_generate, 3, (DENSE, prompts, 4))
+    spawn_ranks(load_and_generate, 3, (DENSE, chat_prompts, 4))
 except RuntimeError as e:
     print("tp=3 失败了：", str(e).strip().splitlines()[-1])
 print("还有没退出的子进程吗:", psutil.Process().children(recursive=True))

@@ -6,7 +6,9 @@
 # KV 池的页数、建好页表和后端、准备采样器，在 CUDA 上还把 decode 录成 CUDA Graph。
 # 之后它只做一件事：`forward_batch(batch)` → 每个请求的下一个 token。
 #
-# 在仓库根目录运行：`python chapters/07-engine/main.py`。换一个模型（没有权重时填随机数）：
+# 在仓库根目录运行：`python chapters/07-engine/main.py`。默认用书里训练的演示对话模型
+# `models/demo-chat`（会做加减法、排序、倒序和复述），它答对了，说明 Engine 算得对。
+# 换一个模型（没有权重时填随机数，回答就成了乱码）：
 # `MINISGL_MODEL=models/qwen3-0.6b-shape python chapters/07-engine/main.py`。
 
 # %%
@@ -31,12 +33,32 @@ from minisgl.engine import (
 from minisgl.models import ModelConfig, generate_in_new_context
 from minisgl.utils import format_bytes, load_tokenizer, pick_device
 
-MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")  # 没有权重文件时填随机数
+MODEL = os.environ.get("MINISGL_MODEL", "models/demo-chat")  # 没有权重文件时填随机数
 device = pick_device()
 tokenizer = load_tokenizer(MODEL)
-texts = ["The capital of France is", "1, 2, 3, 4,", "Once upon a time"]
-prompts = [tokenizer.encode(t) for t in texts]
-print("设备:", device.type, " 提示长度:", [len(p) for p in prompts])
+# 三个问题和训练好的模型应该给出的回答
+questions = {
+    "What is 1234 + 567?": "1234 + 567 = 1801",
+    "排序：42 7 19": "7 19 42",
+    "Repeat after me: qzjx kwvb": "You said: qzjx kwvb",
+}
+
+
+def chat_prompt(question: str) -> list[int]:
+    """套上对话模板（第 5 章）再编码：对话模型只认训练时的格式。"""
+    messages = [{"role": "user", "content": question}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+def answer(ids: list[int]) -> str:
+    """生成的 token → 文字，截到第一个停止符（static_generate 不看停止符，会一直生成下去）。"""
+    stop = ids.index(tokenizer.eos_token_id) if tokenizer.eos_token_id in ids else len(ids)
+    return tokenizer.decode(ids[:stop])
+
+
+prompts = [chat_prompt(q) for q in questions]
+print("设备:", device.type, " 模型:", MODEL, " 提示长度:", [len(p) for p in prompts])
 
 # %% [markdown]
 # ## 1. KV 池开多大
@@ -85,19 +107,23 @@ print("CUDA Graph:", engine.graph_runner.describe())
 # `static_generate` 是本章的临时生成循环：页一次分好，每步调用 `engine.forward_batch`。
 # 第 5 章的 `greedy_generate` 是参照答案。
 
+# 生成 20 个 token，够三个回答加上停止符。
+
 # %%
-got = static_generate(engine, prompts, 12)
+got = static_generate(engine, prompts, 20)
 engine.shutdown()
-expected = generate_in_new_context(engine.model, prompts, 12).token_ids
-for text, ids in zip(texts, got):
-    print(f"{text!r} → {tokenizer.decode(ids)!r}")
+expected = generate_in_new_context(engine.model, prompts, 20).token_ids
+for (question, want), ids in zip(questions.items(), got):
+    print(f"{question!r} → {answer(ids)!r}（应为 {want!r}）")
+print("回答全对:", [answer(ids) for ids in got] == list(questions.values()))
 print("和 greedy_generate 相同:", got == expected)
 
 # %% [markdown]
 # ## 3. 一批里各用各的采样参数
 #
 # 第 1 个请求贪心，第 2 个 top-k=20、温度 1.0，第 3 个 top-p=0.9、温度 0.8。
-# 同一个种子跑两遍结果相同；换个种子，只有采样的请求会变。
+# 同一个种子跑两遍结果相同；换个种子，只有采样的请求会变。训练好的模型对答案很有把握，
+# 采样也抽到同样的回答；变化出现在停止符之后——那里的分布是平的（`static_generate` 不看停止符）。
 
 # %%
 params = [
@@ -108,8 +134,9 @@ params = [
 runs = {}
 for seed in (0, 0, 1):
     engine = Engine(replace(config, seed=seed))
-    runs.setdefault(seed, []).append(static_generate(engine, prompts, 12, params))
+    runs.setdefault(seed, []).append(static_generate(engine, prompts, 20, params))
     engine.shutdown()
+print("种子 1 的回答:", [answer(ids) for ids in runs[1][0]])
 print("种子 0 两次相同:", runs[0][0] == runs[0][1])
 print("贪心的请求不受种子影响:", runs[0][0][0] == runs[1][0][0] == expected[0])
 print("采样的请求随种子变化:", runs[0][0][1:] != runs[1][0][1:])

@@ -5,7 +5,8 @@
 # 每一步重新决定这一批里有谁——能接纳新请求就 prefill，否则让所有运行中的请求一起 decode。
 # KV 页按需分配、接纳时预留，页不够时新请求排队等，谁也不会中途卡死。
 #
-# 在仓库根目录运行：`python chapters/08-batching/main.py`。换一个模型（没有权重时填随机数）：
+# 在仓库根目录运行：`python chapters/08-batching/main.py`。默认用书里训练的演示对话模型
+# `models/demo-chat`；换一个模型（没有权重时填随机数，回答就成了乱码）：
 # `MINISGL_MODEL=models/qwen3-0.6b-shape python chapters/08-batching/main.py`。
 
 # %%
@@ -22,7 +23,7 @@ from minisgl.llm import LLM
 from minisgl.scheduler import PendingReq
 from minisgl.utils import load_tokenizer, pick_device
 
-MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
+MODEL = os.environ.get("MINISGL_MODEL", "models/demo-chat")
 device = pick_device()
 # float32：不同批次组合下的输出可以逐个 token 比较（bf16 的舍入会随批大小变化）
 common = dict(device=device, dtype=torch.float32, dummy_weights=not has_weight_files(MODEL))
@@ -33,28 +34,38 @@ print("设备:", device.type, " 模型:", MODEL, " 随机权重:", common["dummy
 # ## 1. 离线生成一批提示
 #
 # `LLM` 在当前进程里建一个调度器，把所有提示放进等待队列，一步一步跑到全部结束。
+# 八个不同的问题一起交进去：各自在采到停止符时结束，回答有长有短。
+# 这个演示模型训练过这些题型，答错了就是引擎（调度、KV 页、批处理）出了错。
 
 # %%
+questions = {
+    "What is 1234 + 567?": "1234 + 567 = 1801",
+    "25 减 9000 等于多少？": "25 - 9000 = -(9000 - 25) = -8975",
+    "Sort: 88 3 51 27 64": "3 27 51 64 88",
+    "倒过来：3 14 15 92": "92 15 14 3",
+    "Repeat after me: hello world": "You said: hello world",
+    "跟我说：qzjx kwvb": "你说的是：qzjx kwvb",
+    "8765 - 4321 等于多少？": "8765 - 4321 = 4444",
+    "排序：42 7 19": "7 19 42",
+}
+# 套上对话模板（第 5 章）：对话模型只认训练时的格式
 texts = [
-    "The capital of France is",
-    "1, 2, 3, 4,",
-    "Once upon a time",
-    "def fibonacci(n):",
-    "北京是",
-    "The quick brown fox",
-    "In machine learning, attention",
-    "Hello, my name is",
+    tokenizer.apply_chat_template(
+        [{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True
+    )
+    for q in questions
 ]
 llm = LLM(MODEL, page_size=4, num_pages=1024, max_running_reqs=16, max_seq_len=512, **common)
-params = SamplingParams(max_tokens=24, ignore_eos=True)
+params = SamplingParams(max_tokens=48)
 t0 = time.perf_counter()
 outs = llm.generate(texts, params)
 elapsed = time.perf_counter() - t0
 n_tokens = sum(len(o.token_ids) for o in outs)
 print(f"{len(texts)} 个请求，共生成 {n_tokens} 个 token，{n_tokens / elapsed:.1f} token/s")
 print("步数:", llm.scheduler.stats)
-for o in outs[:3]:
-    print(f"  {texts[o.uid]!r} → {o.text[:40]!r}（{o.finish_reason}）")
+for (question, want), o in zip(questions.items(), outs):
+    mark = "对" if o.text == want else f"错，应为 {want!r}"
+    print(f"  {question!r} → {o.text!r}（{len(o.token_ids)} 个 token，{o.finish_reason}，{mark}）")
 
 # %% [markdown]
 # ## 2. 一起跑 == 一个一个跑

@@ -6,7 +6,8 @@
 # 算 `max_extend_tokens` 个新 token，预算由这一批的请求共用；没算完的请求留在队头，下一步
 # 接着算，算完最后一块才第一次采样。
 #
-# 在仓库根目录运行：`python chapters/09-chunked/main.py`。
+# 在仓库根目录运行：`python chapters/09-chunked/main.py`。默认用书里训练的演示对话模型
+# `models/demo-chat`：分块切错了地方，它的回答就会错。
 
 # %%
 from __future__ import annotations
@@ -19,9 +20,9 @@ from minisgl.core import SamplingParams
 from minisgl.engine import has_weight_files
 from minisgl.llm import LLM
 from minisgl.scheduler import PendingReq
-from minisgl.utils import pick_device
+from minisgl.utils import load_tokenizer, pick_device
 
-MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
+MODEL = os.environ.get("MINISGL_MODEL", "models/demo-chat")
 device = pick_device()
 # float32：不同批次组合下的输出可以逐个 token 比较（bf16 的舍入会随批大小变化）
 common = dict(device=device, dtype=torch.float32, dummy_weights=not has_weight_files(MODEL))
@@ -61,17 +62,32 @@ llm.shutdown()
 # %% [markdown]
 # ## 2. 块的大小不改变结果
 #
-# 同样几段提示，预算 1、7、64 和不分块（8192），生成的 token 完全相同；只是 prefill 的步数不同。
+# 四个对话问题（套上对话模板），预算 1、7、64 和不分块（8192），生成的 token 完全相同，
+# 回答也都对；只是 prefill 的步数不同。预算 1 时每一步只算提示的一个 token。
 
 # %%
-prompts = [list(range(500, 500 + n)) for n in (60, 23, 5, 40)]
-params = SamplingParams(max_tokens=8, ignore_eos=True)
-results = {}
+questions = {
+    "What is 4096 + 2048?": "4096 + 2048 = 6144",
+    "25 减 9000 等于多少？": "25 - 9000 = -(9000 - 25) = -8975",
+    "Sort: 88 3 51 27 64": "3 27 51 64 88",
+    "Reverse: 5 8 13 21 34": "34 21 13 8 5",
+}
+tokenizer = load_tokenizer(MODEL)
+texts = [
+    tokenizer.apply_chat_template(
+        [{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True
+    )
+    for q in questions
+]
+params = SamplingParams(max_tokens=32)
+results, answers = {}, {}
 for budget in (8192, 64, 7, 1):
     llm = LLM(
         MODEL, num_pages=1024, max_seq_len=256, page_size=4, max_extend_tokens=budget, **common
     )
-    results[budget] = [o.token_ids for o in llm.generate(prompts, params)]
+    outs = llm.generate(texts, params)
+    results[budget] = [o.token_ids for o in outs]
+    answers[budget] = [o.text for o in outs]
     s = llm.scheduler.stats
     print(
         f"预算 {budget:5d}：prefill {s['prefill_steps']:3d} 步"
@@ -79,3 +95,5 @@ for budget in (8192, 64, 7, 1):
     )
     llm.shutdown()
 print("四种预算的输出相同:", all(r == results[8192] for r in results.values()))
+for (question, want), got in zip(questions.items(), answers[1]):
+    print(f"  预算 1：{question!r} → {got!r}（{'对' if got == want else f'错，应为 {want!r}'}）")

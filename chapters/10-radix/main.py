@@ -21,7 +21,7 @@ from minisgl.llm import LLM
 from minisgl.scheduler import PendingReq
 from minisgl.utils import load_tokenizer, pick_device
 
-MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
+MODEL = os.environ.get("MINISGL_MODEL", "models/demo-chat")
 device = pick_device()
 # float32：不同批次组合下的输出可以逐个 token 比较（bf16 的舍入会随批大小变化）
 common = dict(device=device, dtype=torch.float32, dummy_weights=not has_weight_files(MODEL))
@@ -60,18 +60,34 @@ tree.check_integrity()
 
 # %% [markdown]
 # ## 2. 同一个系统提示，第二个请求只算自己的那部分
+#
+# 演示模型（`models/demo-chat`）会做加减法、给数字排序。每个请求都是"系统提示 + 一个问题"，
+# 套上对话模板；模板的开头（系统提示、`user` 的标记）人人相同，后两个问题又都以 `What is `
+# 开头。
 
 # %%
 tokenizer = load_tokenizer(MODEL)
-system = tokenizer.encode(
-    "You are a helpful assistant. Answer briefly and politely, and say so when you do not know."
-)
-questions = ["What is the capital of France?", "How many legs does a spider have?", "Why?"]
+SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
+
+
+def chat(question: str) -> list[int]:
+    """系统提示 + 一个问题，套上对话模板（第 13 章的 tokenizer 进程也是这样做的）。"""
+    messages = [SYSTEM, {"role": "user", "content": question}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+# 问题 → 期望的回答
+questions = {
+    "排序：42 7 19": "7 19 42",
+    "What is 1234 + 567?": "1234 + 567 = 1801",
+    "What is 4321 - 987?": "4321 - 987 = 3334",
+}
 llm = LLM(MODEL, page_size=4, num_pages=256, max_seq_len=256, cache_type="radix", **common)
 sched = llm.scheduler
-params = SamplingParams(max_tokens=8, ignore_eos=True)
-for uid, q in enumerate(questions):
-    ids = system + tokenizer.encode(" " + q)
+params = SamplingParams(max_tokens=32)  # 遇到停止符 <|im_end|> 就结束
+for uid, (q, expected) in enumerate(questions.items()):
+    ids = chat(q)
     sched.add_request(PendingReq(uid, torch.tensor(ids, dtype=torch.int32), params))
     batch = sched.schedule_next_batch()
     assert batch is not None
@@ -79,12 +95,19 @@ for uid, q in enumerate(questions):
     print(
         f"请求 {uid}：提示 {len(ids)} 个 token，命中缓存 {req.cached_len}，prefill {req.extend_len}"
     )
-    sched.process(sched.forward(batch))
+    answer = [o.token for o in sched.process(sched.forward(batch))]
     while sched.has_work:
-        sched.step()
+        answer += [o.token for o in sched.step()]
     sched.check_integrity()
+    text = tokenizer.decode(answer, skip_special_tokens=True)
+    print(f"    {q!r} → {text!r}（期望 {expected!r}）")
 print("缓存里的页 (可淘汰, 被锁住):", sched.cache.prefix_cache.size_info)
 llm.shutdown()
+
+# %% [markdown]
+# 请求 1 和请求 0 的前 14 个 token 相同（系统提示和 `<|im_start|>user\n`），按 4 个一页对齐，
+# 复用 12 个；请求 2 和请求 1 还多相同 `What is `，复用 16 个。不满一页的零头要重算。命中多少，
+# 回答都和期望的一样。
 
 # %% [markdown]
 # ## 3. radix 和 naive 的输出相同
@@ -92,7 +115,7 @@ llm.shutdown()
 # 复用前缀只是省掉重算，不改变结果。
 
 # %%
-prompts = [system + tokenizer.encode(" " + q) for q in questions] * 2
+prompts = [chat(q) for q in questions] * 2
 outs, prefill = {}, {}
 for cache_type in ("naive", "radix"):
     llm = LLM(MODEL, page_size=4, num_pages=256, max_seq_len=256, cache_type=cache_type, **common)
@@ -102,3 +125,4 @@ for cache_type in ("naive", "radix"):
     llm.shutdown()
 print("prefill 的 token 数:", prefill)
 print("radix == naive:", outs["radix"] == outs["naive"])
+print("回答:", [tokenizer.decode(t, skip_special_tokens=True) for t in outs["radix"][:3]])

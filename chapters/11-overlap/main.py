@@ -22,9 +22,9 @@ from minisgl.core import SamplingParams
 from minisgl.engine import has_weight_files
 from minisgl.llm import LLM
 from minisgl.scheduler import PendingReq
-from minisgl.utils import pick_device
+from minisgl.utils import load_tokenizer, pick_device
 
-MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
+MODEL = os.environ.get("MINISGL_MODEL", "models/demo-chat")
 device = pick_device()
 # float32：不同批次组合下的输出可以逐个 token 比较（bf16 的舍入会随批大小变化）
 common = dict(device=device, dtype=torch.float32, dummy_weights=not has_weight_files(MODEL))
@@ -70,17 +70,44 @@ llm.shutdown()
 # %% [markdown]
 # ## 2. 重叠与不重叠，输出相同
 #
-# 停止符让一些请求提前结束：重叠调度下它们会被多算一步，那一步的 token 丢掉。
+# 16 个问题交给演示模型（`models/demo-chat`），每个都套上对话模板。回答有长有短，各自在
+# 停止符 `<|im_end|>` 处结束：重叠调度下，每个请求在结束之后都会被多算一步，那一步的 token 丢掉。
 
 # %%
-prompts = [list(range(1000 + 37 * i, 1000 + 37 * i + 8 + 3 * i)) for i in range(16)]
-params = [SamplingParams(max_tokens=16 + (i % 5) * 8) for i in range(16)]
-probe = make_llm(overlap=False)
-eos = probe.generate(prompts[:1], SamplingParams(max_tokens=8, ignore_eos=True))[0].token_ids[5]
-probe.shutdown()
+tokenizer = load_tokenizer(MODEL)
+
+
+def chat(question: str) -> list[int]:
+    """一个问题套上对话模板（第 13 章的 tokenizer 进程也是这样做的）。"""
+    messages = [{"role": "user", "content": question}]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
+# 问题 → 期望的回答（None：不逐字核对的长回答）
+questions = {
+    "What is 1234 + 567?": "1234 + 567 = 1801",
+    "Sort: 42 7 19": "7 19 42",
+    "Reverse: 3 14 15 92": "92 15 14 3",
+    "Repeat after me: qzjx kwvb": "You said: qzjx kwvb",
+    "25 减 9000 等于多少？": "25 - 9000 = -(9000 - 25) = -8975",
+    "你好": None,
+    "排序：88 3 51 27": "3 27 51 88",
+    "倒过来：5 8 13 21": "21 13 8 5",
+    "What is 4321 - 987?": "4321 - 987 = 3334",
+    "跟我说：blorp zindle": "你说的是：blorp zindle",
+    "Who are you?": None,
+    "What is 2024 + 1999?": "2024 + 1999 = 4023",
+    "8765 减 4321 等于多少？": "8765 - 4321 = 4444",
+    "Sort: 56 12 89 3": "3 12 56 89",
+    "Hello": None,
+    "What is the capital of France?": None,
+}
+prompts = [chat(q) for q in questions]
+params = SamplingParams(max_tokens=48)
 results, speed = {}, {}
 for overlap in (False, True):
-    llm = make_llm(overlap, eos_token_ids=(eos,))
+    llm = make_llm(overlap)
     llm.generate(prompts[:2], SamplingParams(max_tokens=2))  # 预热
     t0 = time.perf_counter()
     outs = llm.generate(prompts, params)
@@ -94,6 +121,12 @@ for overlap in (False, True):
 print("输出相同:", results[True] == results[False])
 print("因停止符结束的请求:", sum(r == "stop" for _, r in results[True]))
 print(f"重叠 / 不重叠 = {speed[True] / speed[False]:.2f} 倍")
+answers = [tokenizer.decode(t, skip_special_tokens=True) for t, _ in results[True]]
+right = [a == e for a, e in zip(answers, questions.values()) if e is not None]
+print(f"能逐字核对的 {len(right)} 个回答，对了 {sum(right)} 个；其中几个：")
+for i in (0, 4, 9, 13, 15):
+    q, expected = list(questions.items())[i]
+    print(f"  {q!r} → {answers[i]!r}" + (f"（期望 {expected!r}）" if expected else ""))
 
 # %% [markdown]
 # CPU 上"流"是空壳，前向是同步执行的，重叠不出什么来；在 GPU 上，主机准备下一步的时间被

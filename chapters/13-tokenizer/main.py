@@ -43,7 +43,7 @@ from minisgl.scheduler import PendingReq
 from minisgl.tokenizer import tokenize_worker
 from minisgl.utils import ZmqPullQueue, ZmqPushQueue, load_tokenizer, pick_device
 
-MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
+MODEL = os.environ.get("MINISGL_MODEL", "models/demo-chat")
 device = pick_device()
 print("设备:", device.type, " 模型:", MODEL)
 
@@ -118,23 +118,25 @@ print("socket 文件:", sorted(os.listdir(ipc)))
 # %% [markdown]
 # ## 2. 分词：对话套模板，字符串原样编码
 #
-# 我们（API Server）发三个请求：中文对话、带 system 的英文对话、一段纯文本。另有一个空字符串，
-# 看出错的请求怎样走完全程。tokenizer 把它们分好词，作为 `UserMsg` 推给调度器（也是我们）。
+# 我们（API Server）发三个请求给演示模型（`models/demo-chat`）：中文对话、带 system 的英文对话、
+# 一段纯文本（自己写好了对话模板的字符串）。另有一个空字符串，看出错的请求怎样走完全程。
+# tokenizer 把它们分好词，作为 `UserMsg` 推给调度器（也是我们）。
 
 # %%
 tokenizer = load_tokenizer(MODEL)
 requests: dict[int, str | list[dict[str, str]]] = {
-    0: [{"role": "user", "content": "用一句话介绍北京。"}],
+    0: [{"role": "user", "content": "跟我说：qzjx kwvb"}],
     1: [
-        {"role": "system", "content": "You are terse."},
-        {"role": "user", "content": "Name three colors."},
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Who are you?"},
     ],
-    2: "从前有座山，",
+    # 纯文本原样编码：里面的 <|im_start|> 等照样认成特殊 token，和套模板得到的一样
+    2: "<|im_start|>user\nWhat is 1234 + 567?<|im_end|>\n<|im_start|>assistant\n",
     3: "",  # 空的提示：调度器会拒绝它
 }
-max_tokens = {0: 6, 1: 10, 2: 8, 3: 4}
+expected = {0: "你说的是：qzjx kwvb", 2: "1234 + 567 = 1801"}  # uid 1 会被中止
 for uid, text in requests.items():
-    params = SamplingParams(max_tokens=max_tokens[uid])  # 温度 0：贪心
+    params = SamplingParams(max_tokens=48)  # 温度 0：贪心；遇到停止符 <|im_end|> 就结束
     api_send.put(TokenizeMsg(uid=uid, text=text, sampling_params=params))
 
 user_msgs: dict[int, UserMsg] = {m.uid: m for m in receive(sched_recv, len(requests))}
@@ -145,7 +147,8 @@ for uid, m in sorted(user_msgs.items()):
 # %% [markdown]
 # 对话被模板渲染成 `<|im_start|>角色\n内容<|im_end|>\n` 的形式，末尾多了
 # `<|im_start|>assistant\n`——"轮到助手说话了"（`add_generation_prompt=True`）。纯文本原样编码，
-# 前后什么也不加。
+# 前后什么也不加：uid 2 的字符串自己写好了模板，编码出来和套模板的对话是同一种样子。演示模型
+# 只认得对话，真正的"纯文本续写"（比如"从前有座山，"）它只会胡乱接下去。
 
 # %% [markdown]
 # ## 3. 调度器一步一步地生成，tokenizer 一步一步地反分词
@@ -196,17 +199,22 @@ while outputs or sched.has_work:
 for uid in sorted(requests):
     full = tokenizer.decode(tokens[uid], skip_special_tokens=True)
     print(f"uid {uid}：{len(tokens[uid])} 个 token，增量拼起来 == 整体解码：{texts[uid] == full}")
+    if tokens[uid]:
+        note = f"期望 {expected[uid]!r}" if uid in expected else "中止了，只说了个开头"
+        print(f"    回答 {texts[uid]!r}（{note}）")
 llm.shutdown()
 
 # %% [markdown]
 # 四个请求的 token 在每一步里交错到达，tokenizer 按 uid 各自记账，互不干扰。空提示在第一步就以
 # -1 结束：调度器拒绝了它，tokenizer 回一个空的结束回复，API Server 不会干等。uid 1 被中止后，
-# 调度器回一个 -1 的结束输出，它的反分词状态随之删掉。
+# 调度器回一个 -1 的结束输出，它的反分词状态随之删掉。回答说完时模型生成停止符 `<|im_end|>`，
+# 它不变成文本：结束的那一步增量是空的。
 
 # %% [markdown]
 # ## 4. 一个字符被切在几个 token 里
 #
-# 内嵌模型的权重是随机的，生成的多半是完整的词。我们手工拼一串 token，代替调度器逐个发送：
+# 上面的回答里，中文字多半是一个 token 一个字，看不出增量反分词难在哪里。我们手工拼一串
+# token，代替调度器逐个发送：
 # Qwen 的分词器按字节切分，`好`、`订`、`🫠` 都被拆在两三个 token 里，有的 token 还横跨两个字符
 # （第 6 个 token 是 `订` 的最后一个字节加上整个 `单`）。最后一个是停止符 `<|im_end|>`。
 

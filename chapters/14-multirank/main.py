@@ -25,9 +25,9 @@ from minisgl.distributed import spawn_ranks
 from minisgl.llm import LLM
 from minisgl.message import BaseBackendMsg, BaseTokenizerMsg, BatchTokenizerMsg, ExitMsg, UserMsg
 from minisgl.scheduler import SchedulerConfig, run_scheduler
-from minisgl.utils import ZmqPullQueue, ZmqPushQueue
+from minisgl.utils import ZmqPullQueue, ZmqPushQueue, load_tokenizer
 
-MODEL = "models/tiny-qwen3"
+MODEL = "models/demo-chat"  # 会回答简单问题的演示模型
 TP = int(os.environ.get("MINISGL_TP", "2"))
 # 默认两个 rank：GPU 够数就各用一块（NCCL），否则都在 CPU 上（gloo）
 rank_device = "cuda" if torch.cuda.device_count() >= TP else "cpu"
@@ -46,7 +46,8 @@ print(f"{TP} 个 rank 在", rank_device, "上")
 # %% [markdown]
 # ## 1. 先发请求，再等 rank 起来
 #
-# 主进程这里扮演 tokenizer 和 detokenizer：PUSH 请求给 rank 0，PULL 生成的 token。两个 rank 在
+# 主进程这里扮演 tokenizer 和 detokenizer：把问题套上对话模板、分好词，PUSH 给 rank 0，
+# PULL 生成的 token。两个 rank 在
 # 后台线程里用 `spawn_ranks` 拉起；请求**立刻**发出，不等它们就绪。ZMQ 的 PUSH 在对方还没绑定
 # 地址时先把消息排在自己这边，rank 0 一绑定就收到。rank 0 的广播用 XPUB，等 rank 1 的订阅生效
 # 之后才开始：官方用普通 PUB，第一条广播可能被丢掉，rank 1 就永远等不到它。
@@ -54,8 +55,24 @@ print(f"{TP} 个 rank 在", rank_device, "上")
 # %%
 detok = ZmqPullQueue(config.zmq_detokenizer_addr, True, BaseTokenizerMsg.decoder)
 push = ZmqPushQueue(config.zmq_backend_addr, False, BaseBackendMsg.encoder)
-prompts = [[9707, 11, 1879, 374], [785, 6722, 315, 9625, 374], [16, 11, 220, 17], [3838, 374]]
-params = SamplingParams(max_tokens=8, ignore_eos=True)
+tokenizer = load_tokenizer(MODEL)
+# 问题 → 期望的回答
+questions = {
+    "What is 1234 + 567?": "1234 + 567 = 1801",
+    "排序：42 7 19": "7 19 42",
+    "Reverse: 3 14 15 92": "92 15 14 3",
+    "Repeat after me: qzjx kwvb": "You said: qzjx kwvb",
+}
+prompts = [
+    tokenizer.encode(
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True
+        ),
+        add_special_tokens=False,
+    )
+    for q in questions
+]
+params = SamplingParams(max_tokens=32)  # 遇到停止符 <|im_end|> 就结束
 results: list = []
 os.environ["MINISGL_LOG_LEVEL"] = "WARNING"  # 两个 rank 的日志交错的先后每次都不同：只留警告和错误
 ranks = threading.Thread(
@@ -76,6 +93,9 @@ while len(finished) < len(prompts):
         if msg.finished:
             finished.add(msg.uid)
 print(f"4 个请求都完成了（约 {time.perf_counter() - t0:.0f} 秒，包括两个 rank 的启动）")
+for uid, (q, expected) in enumerate(questions.items()):
+    answer = tokenizer.decode(tokens[uid], skip_special_tokens=True)
+    print(f"  {q!r} → {answer!r}（期望 {expected!r}）")
 push.put(ExitMsg())
 ranks.join(timeout=120)
 assert not ranks.is_alive(), "ranks did not exit"

@@ -7,8 +7,8 @@
 # 看 400，最后像按 Ctrl-C 一样关掉它，确认没有留下任何进程和 socket 文件。
 #
 # 在仓库根目录运行：`python chapters/15-server/main.py`（`MINISGL_TP=2` 让服务用两个调度器
-# rank，即 `--tp 2`）。服务本身：
-# `python -m minisgl --model models/tiny-qwen3`（`--shell` 则在终端里直接对话）。
+# rank，即 `--tp 2`）。服务本身：`python -m minisgl`（不给 `--model` 时用内嵌的演示对话模型
+# `models/demo-chat`；`--shell` 则在终端里直接对话）。
 
 # %%
 from __future__ import annotations
@@ -25,7 +25,7 @@ from openai import OpenAI
 
 from minisgl.server.launch import start_background_server
 
-MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
+MODEL = os.environ.get("MINISGL_MODEL", "models/demo-chat")
 TP = int(os.environ.get("MINISGL_TP", "1"))
 
 # %% [markdown]
@@ -52,37 +52,43 @@ client = OpenAI(base_url=f"{base}/v1", api_key="none")
 print("模型列表:", [m.id for m in client.models.list().data])
 
 # %% [markdown]
-# ## 2. 非流式：一段两轮的对话
+# ## 2. 非流式：问几个问题
 #
-# 内嵌的小模型是随机权重，说的话没有意义；但它是确定的（贪心、float32），每次运行都一样。
-# 第二轮把第一轮的问答放进 `messages`：服务端不记对话，历史由客户端每次带上。
+# 内嵌的演示模型（`models/demo-chat`，4 层、隐藏维度 256）只学过几件事：三四位数的加减法、
+# 给几个数排序或倒过来、跟着你说、自我介绍，别的问题一律礼貌地拒绝。它是确定的（贪心、
+# float32），每次运行逐字相同。`messages` 是整段对话：服务端不记对话，多轮时历史由客户端每次
+# 带上；这个小模型只学过单轮问答，所以这里每个问题单独发。
 
 # %%
-history = [{"role": "user", "content": "用一句话介绍北京。"}]
-r = client.chat.completions.create(model="tiny", messages=history, max_tokens=16, temperature=0)
-answer = r.choices[0].message.content
-print("第一轮:", repr(answer), " finish_reason:", r.choices[0].finish_reason)
-history += [
-    {"role": "assistant", "content": answer},
-    {"role": "user", "content": "再说一句。"},
-]
-r = client.chat.completions.create(model="tiny", messages=history, max_tokens=16, temperature=0)
-print("第二轮:", repr(r.choices[0].message.content))
+questions = {
+    "What is 1234 + 567?": "1234 + 567 = 1801",
+    "25 减 9000 等于多少？": "25 - 9000 = -(9000 - 25) = -8975",
+    "排序：42 7 19": "7 19 42",
+    "你好": None,  # 一段固定的自我介绍
+}
+for question, expected in questions.items():
+    messages = [{"role": "user", "content": question}]
+    r = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=64, temperature=0)
+    answer = r.choices[0].message.content
+    print(f"问 {question!r}\n  答 {answer!r}（finish_reason: {r.choices[0].finish_reason}）")
+    if expected is not None:
+        print(f"  应为 {expected!r}，对了: {answer == expected}")
 
 # %% [markdown]
 # ## 3. 流式：SSE，一个 token 一个片段
 
 # %%
 stream = client.chat.completions.create(
-    model="tiny",
-    messages=[{"role": "user", "content": "Count from 1 to 5."}],
-    max_tokens=12,
+    model=MODEL,
+    messages=[{"role": "user", "content": "Repeat after me: qzjx kwvb"}],
+    max_tokens=16,
     temperature=0,
     stream=True,
 )
 chunks = list(stream)
 pieces = [c.choices[0].delta.content for c in chunks if c.choices[0].delta.content]
 print(f"流式: {len(chunks)} 个片段，其中 {len(pieces)} 个带文本:", pieces)
+print("拼起来:", repr("".join(pieces)))
 print(
     "第一个片段的 role:",
     chunks[0].choices[0].delta.role,
@@ -101,8 +107,8 @@ print(
 def ask(i: int) -> float:
     t = time.perf_counter()
     client.chat.completions.create(
-        model="tiny",
-        messages=[{"role": "user", "content": f"{i}+{i}=?"}],
+        model=MODEL,
+        messages=[{"role": "user", "content": f"What is {1200 + i} + 345?"}],
         max_tokens=32,
         temperature=0,
         extra_body={"ignore_eos": True},
@@ -149,7 +155,7 @@ def kv_reports(text: str, when: str) -> dict[int, tuple[str, str]]:
 
 
 before = len(server.log_text())
-body = {"model": "tiny", "messages": [{"role": "user", "content": "讲个长故事。"}]}
+body = {"model": MODEL, "messages": [{"role": "user", "content": "讲个长故事。"}]}
 body.update(max_tokens=900, stream=True, ignore_eos=True)
 with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=60) as r:
     events = [line for _, line in zip(range(3), (x for x in r.iter_lines() if x))]

@@ -619,3 +619,22 @@ def test_parse_args_fills_addresses_and_shell_mode() -> None:
     for bad in (["--model", "m", "--port", "70000"], ["--model", "m", "--num-tokenizer", "-1"]):
         with pytest.raises(SystemExit):  # argparse 式的报错（退出码 2），不是 traceback
             parse_args(bad)
+
+
+def test_without_model_the_demo_chat_model_is_served(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pathlib import Path
+
+    import minisgl.server.args as server_args
+    from minisgl.server import parse_args
+
+    args = parse_args([])
+    assert Path(args.model_path).resolve() == server_args.DEFAULT_MODEL.resolve()
+    assert server_args.DEFAULT_MODEL.name == "demo-chat"
+    assert (Path(args.model_path) / "model.safetensors").is_file()
+    # 默认模型还没生成：报错说清楚怎么生成，而不是去 Hugging Face Hub 找一个叫 demo-chat 的仓库
+    monkeypatch.setattr(server_args, "DEFAULT_MODEL", Path("/nonexistent/models/demo-chat"))
+    with pytest.raises(SystemExit):
+        parse_args([])
+    assert "make_tiny_model.py --ensure" in capsys.readouterr().err

@@ -21,7 +21,7 @@ from openai import OpenAI
 
 from minisgl.server.launch import start_background_server
 
-MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
+MODEL = os.environ.get("MINISGL_MODEL", "models/demo-chat")
 # 在后台的子进程里启动服务、等它就绪（第 15 章的 start_background_server）
 args = ["--dtype", "float32", "--num-pages", "4096", "--max-seq-len-override", "1024"]
 server = start_background_server(MODEL, *args, name="minisgl-ch16")
@@ -32,18 +32,23 @@ client = OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0)
 # %% [markdown]
 # ## 1. `/v1/completions`：结束原因和用量
 #
-# `max_tokens=12` 而且 `ignore_eos`：一定生成满 12 个，`finish_reason` 是 "length"。
-# `usage` 里的两个数来自调度器：提示的 token 数，和生成的 token 数（含停止符）。
+# `/v1/completions` 把 `prompt` 原样交给模型，不套对话模板；内嵌的演示对话模型
+# （`models/demo-chat`）只认得对话格式，所以这里自己把问题写成 ChatML。第一次让它自然结束：
+# 生成了停止符（`<|im_end|>`），`finish_reason` 是 "stop"；第二次 `max_tokens=8`，话说到一半被
+# 截断，`finish_reason` 是 "length"。`usage` 里的两个数来自调度器：提示的 token 数，和生成的
+# token 数（含停止符）。
 
 # %%
-PROMPT = "The capital of France is"
-r = client.completions.create(
-    model="tiny", prompt=PROMPT, max_tokens=12, temperature=0, extra_body={"ignore_eos": True}
-)
+PROMPT = "<|im_start|>user\nWhat is 1234 + 567?<|im_end|>\n<|im_start|>assistant\n"
+r = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=32, temperature=0)
 full = r.choices[0].text
-print("文本:", repr(full))
+print("文本:", repr(full), " 应为:", repr("1234 + 567 = 1801"))
 usage = r.usage.model_dump(exclude_none=True)
 print("finish_reason:", r.choices[0].finish_reason, " usage:", usage)
+r = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=8, temperature=0)
+usage = r.usage.model_dump(exclude_none=True)
+print("max_tokens=8:", repr(r.choices[0].text), " finish_reason:", r.choices[0].finish_reason)
+print("usage:", usage)
 
 # %% [markdown]
 # ## 2. 流式对话，最后一个片段带 usage
@@ -53,9 +58,9 @@ print("finish_reason:", r.choices[0].finish_reason, " usage:", usage)
 
 # %%
 stream = client.chat.completions.create(
-    model="tiny",
-    messages=[{"role": "user", "content": "用一句话介绍北京。"}],
-    max_tokens=16,
+    model=MODEL,
+    messages=[{"role": "user", "content": "25 减 9000 等于多少？"}],
+    max_tokens=64,
     temperature=0,
     stream=True,
     stream_options={"include_usage": True},
@@ -70,19 +75,13 @@ print("finish_reason:", finish, " 最后一个片段的 usage:", usage)
 # %% [markdown]
 # ## 3. 停止串
 #
-# 从上面的完整回答中间取一段当停止串（它多半横跨两个 token）。输出截在它之前，停止串本身一个字
-# 也不出现；命中之后服务端中止了后端的请求，所以 `completion_tokens` 比 12 少。
+# 拿上面完整回答里的 `" = "` 当停止串（它横跨两个 token：`" ="` 和 `" "`）。输出截在它之前，
+# 停止串本身一个字也不出现；命中之后服务端中止了后端的请求，所以 `completion_tokens` 比完整
+# 回答的少。
 
 # %%
-stop = full[4:8]
-r = client.completions.create(
-    model="tiny",
-    prompt=PROMPT,
-    max_tokens=12,
-    temperature=0,
-    stop=[stop],
-    extra_body={"ignore_eos": True},
-)
+stop = " = "
+r = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=32, temperature=0, stop=[stop])
 choice = r.choices[0]
 print("停止串:", repr(stop), " 输出:", repr(choice.text), " finish_reason:", choice.finish_reason)
 matched = choice.model_extra["matched_stop"]
@@ -93,14 +92,16 @@ assert choice.text == full[: full.find(stop)]
 # ## 4. seed：采样也能复现
 #
 # 温度 1 的采样，同一个 seed 两次结果相同，换一个 seed 就不同。第 i 个位置的随机数只由
-# (seed, i) 决定，和同一批里还有哪些请求无关。
-
+# (seed, i) 决定，和同一批里还有哪些请求无关。这里故意用一句不套模板的原文：演示模型对它
+# 毫无把握，下一个 token 的分布很散，换了 seed 才看得出采样的差别（对会答的问题它几乎总是
+# 同一个回答）。
 
 # %%
+RAW = "The capital of France is"
+
+
 def sample(seed: int) -> str:
-    r = client.completions.create(
-        model="tiny", prompt=PROMPT, max_tokens=8, temperature=1.0, seed=seed
-    )
+    r = client.completions.create(model=MODEL, prompt=RAW, max_tokens=8, temperature=1.0, seed=seed)
     return r.choices[0].text
 
 
@@ -124,7 +125,7 @@ for name, body in bad_requests.items():
 resp = httpx.post(f"{base}/v1/completions", content=b" " * (9 << 20), timeout=60)
 print("9 MiB 的请求体:", resp.status_code, resp.json()["error"]["message"])
 try:
-    client.completions.create(model="tiny", prompt="hi", max_tokens=-1)
+    client.completions.create(model=MODEL, prompt="hi", max_tokens=-1)
 except openai.BadRequestError as e:
     print("openai 客户端收到 BadRequestError:", e.status_code)
 

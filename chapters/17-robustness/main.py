@@ -23,7 +23,7 @@ from openai import OpenAI
 
 from minisgl.server.launch import start_background_server
 
-MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
+MODEL = os.environ.get("MINISGL_MODEL", "models/demo-chat")
 # 在后台的子进程里启动服务、等它就绪（第 15 章的 start_background_server）
 args = ["--dtype", "float32", "--num-pages", "128", "--max-seq-len-override", "1024"]
 server = start_background_server(MODEL, *args, name="minisgl-ch17")
@@ -32,33 +32,48 @@ print(f"服务就绪（约 {server.startup_s:.0f} 秒）")
 client = OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0)
 
 # %% [markdown]
-# ## 1. 流式回答和用量
+# ## 1. 问几个问题：流式回答和用量
 #
-# 官方 `openai` 客户端，流式输出；`include_usage` 让最后一个片段带上用量。
+# 默认的模型是书里训练的演示对话模型（附录讲它怎么训练）：会做四位数以内的加减法、给一串数排序或
+# 倒过来、原样复述一句话。它的回答有标准答案，所以一眼就能看出引擎算得对不对：KV 缓存、位置、
+# 页表哪里错了，答案马上就错。官方 `openai` 客户端，流式输出；`include_usage` 让最后一个片段
+# 带上用量。
 
 # %%
-stream = client.chat.completions.create(
-    model="tiny",
-    messages=[{"role": "user", "content": "用一句话介绍北京。"}],
-    max_tokens=16,
-    temperature=0,
-    stream=True,
-    stream_options={"include_usage": True},
-)
-pieces = []
-for chunk in stream:
-    if chunk.choices and chunk.choices[0].delta.content:
-        pieces.append(chunk.choices[0].delta.content)
-    if chunk.usage is not None:
-        usage = chunk.usage
-print("流式回答:", repr("".join(pieces)))
-print(f"用量：提示 {usage.prompt_tokens}，生成 {usage.completion_tokens}，共 {usage.total_tokens}")
+questions = {
+    "What is 1234 + 567?": str(1234 + 567),
+    "4096 减 8191 等于多少？": str(4096 - 8191),
+    "Sort: 42 7 19 88 3": " ".join(map(str, sorted([42, 7, 19, 88, 3]))),
+    "倒过来：3 14 15 92 65": " ".join(map(str, [3, 14, 15, 92, 65][::-1])),
+    "Repeat after me: minisgl serves tokens": "minisgl serves tokens",
+    "你好": "minisgl",
+}
+for question, expected in questions.items():
+    stream = client.chat.completions.create(
+        model="demo",
+        messages=[{"role": "user", "content": question}],
+        max_tokens=64,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    pieces = []
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            pieces.append(chunk.choices[0].delta.content)
+        if chunk.usage is not None:
+            usage = chunk.usage
+    answer = "".join(pieces)
+    verdict = "对" if expected in answer else "错"
+    print(f"问：{question}\n答：{answer}\n   应含 {expected!r}：{verdict}")
+usage_line = f"提示 {usage.prompt_tokens}，生成 {usage.completion_tokens}，共 {usage.total_tokens}"
+print("最后一问的用量：" + usage_line)
 
 # %% [markdown]
 # ## 2. KV 不够：新请求排队
 #
-# 每个请求要大约 50 页（提示 + 40 个 token），池子只有 128 页：同时最多跑 2 个，其余的在
-# 等待队列里，等前面的结束、页还回来再进批次。跑起来的请求从不缺页，所以不需要抢占。
+# 每个请求要大约 60 页（提示约 20 个 token + max_tokens 40），池子只有 128 页：同时最多跑 2 个，
+# 其余的在等待队列里，等前面的结束、页还回来再进批次。跑起来的请求从不缺页，所以不需要抢占。
 
 
 # %%
@@ -69,22 +84,21 @@ def metric(name: str) -> float:
     raise KeyError(name)
 
 
-def complete(prompt: str, max_tokens: int = 40) -> str:
-    r = client.completions.create(
-        model="tiny",
-        prompt=prompt,
+def complete(question: str, max_tokens: int = 40) -> str:
+    r = client.chat.completions.create(
+        model="demo",
+        messages=[{"role": "user", "content": question}],
         max_tokens=max_tokens,
         temperature=0,
-        extra_body={"ignore_eos": True},
     )
-    return r.choices[0].text
+    return r.choices[0].message.content or ""
 
 
-prompts = [f"Question {i}: what is {i} + {i}?" for i in range(6)]
+prompts = [f"What is {1000 + 111 * i} + {2345 + i}?" for i in range(6)]
 alone = complete(prompts[0])
 with ThreadPoolExecutor(6) as pool:
     answers = list(pool.map(complete, prompts))
-print(f"6 个请求共需约 {6 * 50} 页，池子只有 128 页：全部完成，没有一个失败")
+print(f"6 个请求共需约 {6 * 60} 页，池子只有 128 页：全部完成，没有一个失败")
 print("第一个请求和单独发时相同:", answers[0] == alone)
 
 # %% [markdown]
@@ -96,9 +110,13 @@ print("第一个请求和单独发时相同:", answers[0] == alone)
 
 # %%
 def stream_one(i: int) -> str:
-    body = {"prompt": f"story {i}", "max_tokens": 12, "stream": True, "ignore_eos": True}
-    keep = 10**9 if i % 2 == 0 else random.Random(i).randint(0, 6)
-    with httpx.stream("POST", f"{base}/v1/completions", json=body, timeout=120) as r:
+    # 复述三个词：回答有十来个 token，每个 token 各是一段，读不到 6 行就断开的流一定没读完
+    rng = random.Random(i)
+    words = " ".join("".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=4)) for _ in range(3))
+    question = {"role": "user", "content": f"Repeat after me: {words}"}
+    body = {"messages": [question], "max_tokens": 16, "stream": True}
+    keep = 10**9 if i % 2 == 0 else rng.randint(0, 6)
+    with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=300) as r:
         for k, line in enumerate(r.iter_lines()):
             if k >= keep:
                 return "disconnected"

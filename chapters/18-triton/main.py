@@ -24,9 +24,9 @@ from minisgl.attention.triton_attn import decode_attention, extend_attention
 from minisgl.core import SamplingParams
 from minisgl.engine import has_weight_files
 from minisgl.llm import LLM
-from minisgl.utils import pick_device
+from minisgl.utils import load_tokenizer, pick_device
 
-MODEL = os.environ.get("MINISGL_MODEL", "models/tiny-qwen3")
+MODEL = os.environ.get("MINISGL_MODEL", "models/demo-chat")
 device = pick_device()
 assert TRITON_AVAILABLE, "pip install triton（CUDA 版的 torch 自带）"
 mode = "编译执行" if device.type == "cuda" else "解释执行（CPU）"
@@ -78,15 +78,30 @@ out = decode_attention(*on(q[last], k_pool, v_pool, table, rows, lens)).cpu()
 print(f"decode（split-K，8 段）：最大误差 {(out - want[last]).abs().max():.1e}")
 
 # %% [markdown]
-# ## 2. 整个引擎：两个后端，同样的 token
+# ## 2. 整个引擎：两个后端，同样的回答
 #
-# float32、贪心。4 个请求，两个共享 40 个 token 的前缀：第二个请求的 prefill 命中前缀缓存，
-# 走带前缀的 extend。
+# 内嵌的演示对话模型（`models/demo-chat`），float32、贪心，问 4 个套了对话模板的问题。先单独问
+# 第一个，再一起问后三个：第二个问题和第一个开头相同，它的 prefill 命中前缀缓存，走带前缀的
+# extend。
 
 # %%
-prefix = list(range(1000, 1040))
-prompts = [prefix + [7, 8, 9], prefix + [11] * 5, list(range(200, 230)), [5] * 20]
-params = SamplingParams(max_tokens=16, ignore_eos=True)
+questions = {
+    "What is 1234 + 567?": "1234 + 567 = 1801",
+    "What is 1234 + 5678?": "1234 + 5678 = 6912",
+    "排序：42 7 19": "7 19 42",
+    "倒过来：3 14 15 92": "92 15 14 3",
+}
+tokenizer = load_tokenizer(MODEL)
+prompts = [  # 套好模板的文本；LLM.generate 把文本原样编码
+    tokenizer.apply_chat_template(
+        [{"role": "user", "content": q}], add_generation_prompt=True, tokenize=False
+    )
+    for q in questions
+]
+first, second = (tokenizer.encode(p) for p in prompts[:2])
+shared = next(i for i, (a, b) in enumerate(zip(first, second)) if a != b)
+print(f"第二个问题和第一个共享前 {shared} 个 token（共 {len(second)} 个）")
+params = SamplingParams(max_tokens=32)
 tokens = {}
 for backend in ("torch", "triton"):
     llm = LLM(
@@ -98,10 +113,13 @@ for backend in ("torch", "triton"):
         max_seq_len=1024,
         dummy_weights=not has_weight_files(MODEL),
     )
-    tokens[backend] = [o.token_ids for o in llm.generate(prompts, params)]
+    outputs = llm.generate(prompts[:1], params) + llm.generate(prompts[1:], params)
+    tokens[backend] = [o.token_ids for o in outputs]
+    answers = [o.text for o in outputs]
     llm.shutdown()
 print("两个后端生成的 token 相同:", tokens["torch"] == tokens["triton"])
-print("第一个请求的前 8 个 token:", tokens["triton"][0][:8])
+for (question, expected), answer in zip(questions.items(), answers):
+    print(f"  {question!r} → {answer!r}，应为 {expected!r}，对了: {answer == expected}")
 
 # %% [markdown]
 # ## 3. 速度（只在 GPU 上比）

@@ -11,12 +11,23 @@ import json
 import platform
 import sys
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["load_results", "make_meta", "render_markdown", "render_plots", "save_results"]
+__all__ = [
+    "PLOT_STYLE",
+    "load_results",
+    "make_meta",
+    "render_markdown",
+    "render_plots",
+    "save_results",
+    "svg_text",
+    "web_figure",
+]
 
 
 def make_meta(device: torch.device, argv: list[str] | None = None) -> dict[str, str]:
@@ -132,42 +143,68 @@ def render_markdown(r: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def render_plots(r: dict[str, Any]) -> str:
-    """decode 延迟（对数坐标）和在线 TTFT / TPOT 两张图上下排，返回内嵌的 SVG 文本。
+# 网页里的图：文字留作 SVG 的 <text>（不转成路径），由浏览器用网页的字体画，中文标签不依赖构建
+# 机器上的中文字体；背景透明，黑色一律写成 currentColor，网页的浅色、深色模式下都跟着正文的颜色
+PLOT_STYLE = {
+    "svg.hashsalt": "minisgl",  # SVG 里的 id 固定：同样的 JSON 得到同样的图
+    "svg.fonttype": "none",
+    # 排版只用 matplotlib 自带的 DejaVu Sans 量字宽：哪台机器上画都是同一张图
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans"],
+    "font.size": 10,  # 单位是 pt：10 pt = 13.3 px
+    "legend.fontsize": 9.5,
+    "text.color": "black",
+    "axes.edgecolor": "black",
+    "axes.labelcolor": "black",
+    "xtick.color": "black",
+    "ytick.color": "black",
+    "grid.color": "black",
+    "grid.alpha": 0.15,
+}
 
-    文字留作 SVG 的 <text>（不转成路径），由浏览器用网页的字体画，中文标签不依赖构建机器上的
-    中文字体；背景透明，黑色一律写成 currentColor：网页的浅色、深色模式下都跟着正文的颜色。
-    字号按原尺寸显示时不小于 12 px（图宽 7 英寸 = 672 px，网页的正文栏放得下，不会缩小）。
-    """
+
+@contextmanager
+def web_figure() -> Iterator[Callable[..., Any]]:
+    """在网页图的样式下画图：交出 ``new_figure(高, 行数=1)``，返回 ``(fig, axes)``，图宽 7 英寸
+    （672 px，网页的正文栏放得下，不会缩小，字号按原尺寸显示时不小于 12 px）。"""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    def new_figure(height: float, rows: int | None = None) -> tuple[Any, Any]:
+        return plt.subplots(rows or 1, 1, figsize=(7, height))
+
+    with plt.rc_context(PLOT_STYLE), warnings.catch_warnings():
+        # DejaVu Sans 里没有中文，量字宽时 matplotlib 会对每个汉字报一次缺字形
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        yield new_figure
+
+
+def svg_text(fig: Any) -> str:
+    """把画好的图写成可以直接嵌进网页的 SVG 文本，并关掉它。"""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", transparent=True, metadata={"Date": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    text = text[text.index("<svg") :]  # 去掉 XML 声明和 DOCTYPE，直接嵌进网页
+    # 没写颜色的文字默认是黑色：让整张图的默认填充也是 currentColor
+    text = text.replace("<svg ", '<svg fill="currentColor" ', 1)
+    return text.replace("#000000", "currentColor")
+
+
+def render_plots(r: dict[str, Any]) -> str:
+    """decode 延迟（对数坐标）和在线 TTFT / TPOT 两张图上下排，返回内嵌的 SVG 文本。"""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     panels = [k for k in ("decode", "online") if r.get(k)]
     if not panels:
         return ""
-    style = {
-        "svg.hashsalt": "minisgl",  # SVG 里的 id 固定：同样的 JSON 得到同样的图
-        "svg.fonttype": "none",
-        # 排版只用 matplotlib 自带的 DejaVu Sans 量字宽：哪台机器上画都是同一张图
-        "font.family": "sans-serif",
-        "font.sans-serif": ["DejaVu Sans"],
-        "font.size": 10,  # 单位是 pt：10 pt = 13.3 px
-        "legend.fontsize": 9.5,
-        "text.color": "black",
-        "axes.edgecolor": "black",
-        "axes.labelcolor": "black",
-        "xtick.color": "black",
-        "ytick.color": "black",
-        "grid.color": "black",
-        "grid.alpha": 0.15,
-    }
-    with plt.rc_context(style), warnings.catch_warnings():
-        # DejaVu Sans 里没有中文，量字宽时 matplotlib 会对每个汉字报一次缺字形
-        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-        fig, axes = plt.subplots(len(panels), 1, figsize=(7, 3.3 * len(panels)))
+    with web_figure() as new_figure:
+        fig, axes = new_figure(3.3 * len(panels), len(panels))
         axes = [axes] if len(panels) == 1 else list(axes)
         for ax, key in zip(axes, panels):
             if key == "decode":
@@ -196,12 +233,4 @@ def render_plots(r: dict[str, Any]) -> str:
                 axis.set_minor_formatter(NullFormatter())
             ax.grid(True, which="both")
             ax.legend(frameon=False)
-        fig.tight_layout()
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", transparent=True, metadata={"Date": None})
-        plt.close(fig)
-    text = buf.getvalue()
-    text = text[text.index("<svg") :]  # 去掉 XML 声明和 DOCTYPE，直接嵌进网页
-    # 没写颜色的文字默认是黑色：让整张图的默认填充也是 currentColor
-    text = text.replace("<svg ", '<svg fill="currentColor" ', 1)
-    return text.replace("#000000", "currentColor")
+        return svg_text(fig)  # 在样式里存：svg.fonttype、svg.hashsalt 是存图时才用的

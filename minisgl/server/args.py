@@ -23,12 +23,17 @@ import argparse
 import os
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 from minisgl.scheduler import SchedulerConfig
 from minisgl.utils import dtype_from_str, ipc_addr, ipc_path
 
-__all__ = ["ServerArgs", "parse_args"]
+__all__ = ["DEFAULT_MODEL", "ServerArgs", "parse_args"]
+
+# 不给 --model 时服务的模型：书里训练的演示对话模型，tools/make_tiny_model.py 把它生成在仓库的
+# models/ 下（make run、make test 都会先生成）
+DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "demo-chat"
 
 
 def _free_tcp_port(host: str = "127.0.0.1") -> int:
@@ -111,8 +116,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "--model",
         "--model-path",
         dest="model_path",
-        required=True,
-        help="本地文件夹或 Hugging Face 上的名字，如 models/tiny-qwen3、Qwen/Qwen3-0.6B",
+        default=None,
+        help="本地文件夹或 Hugging Face 上的名字，如 models/tiny-qwen3、Qwen/Qwen3-0.6B；"
+        "不给时用书里训练的演示对话模型 models/demo-chat（会做加减法、排序、倒序和复述）",
     )
     p.add_argument(
         "--dtype",
@@ -178,6 +184,19 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _model_path(given: str | None) -> str:
+    if given is not None:
+        return os.path.expanduser(given)
+    if not DEFAULT_MODEL.is_dir():
+        _build_parser().error(
+            f"默认模型 {DEFAULT_MODEL} 不存在：先在仓库根目录运行 "
+            "python tools/make_tiny_model.py --ensure，或用 --model 指定模型"
+        )
+    # 在仓库根目录启动时写成 models/demo-chat：日志和录制的输出里不带这台机器的绝对路径
+    relative = os.path.relpath(DEFAULT_MODEL)
+    return str(DEFAULT_MODEL) if relative.startswith("..") else relative
+
+
 def parse_args(argv: Sequence[str] | None = None, *, shell: bool = False) -> ServerArgs:
     """命令行 → ``ServerArgs``。``shell=True``（``python -m minisgl.shell``）等同于 ``--shell``。"""
     ns = _build_parser().parse_args(argv)
@@ -187,7 +206,7 @@ def parse_args(argv: Sequence[str] | None = None, *, shell: bool = False) -> Ser
     kwargs["dtype"] = None if dtype == "auto" else dtype_from_str(dtype)
     kwargs["use_cuda_graph"] = not kwargs.pop("disable_cuda_graph")
     kwargs["dummy_weights"] = kwargs.pop("dummy_weights")
-    kwargs["model_path"] = os.path.expanduser(kwargs["model_path"])
+    kwargs["model_path"] = _model_path(kwargs["model_path"])
     kwargs["shell"] = kwargs["shell"] or shell
     if kwargs["shell"]:
         # 交互模式只有一个用户：一次只跑一个请求，CUDA Graph 只录批大小 1，日志别刷掉对话

@@ -28,7 +28,8 @@ sys.path.insert(0, str(REPO / "tools"))
 
 import make_tiny_model as mtm  # noqa: E402, I001
 
-WEIGHT_VARIANTS = [name for name, v in mtm.VARIANTS.items() if v.seed is not None]
+# 随机权重的变体（训练过的 demo-chat 另有自己的测试）
+WEIGHT_VARIANTS = [name for name, v in mtm.VARIANTS.items() if v.seed is not None and not v.trained]
 PROMPTS = ["The capital of France is", "Hello world", "你好，我是", "def fibonacci(n):"]
 # 默认模型对 PROMPTS[0] 贪心续写的前 10 个 token。它来自照同一配方独立写的另一份初始化代码，
 # 不是用 make_tiny_model.py 自己录下来的：配方（种子、尺度、哪些行清零）被悄悄改动时它会对不上。
@@ -280,6 +281,26 @@ def test_other_variants_load_and_generate(built: Path, hf_tokenizer: Any, name: 
         # lm_head 不绑定：是独立的一份权重。
         assert not model.config.tie_word_embeddings
         assert not (model.lm_head.weight == model.model.embed_tokens.weight).all()
+
+
+def test_demo_chat_answers_through_transformers(built: Path, hf_tokenizer: Any) -> None:
+    """拼出来的演示模型在 transformers 里就会答题：套上对话模板，贪心生成。"""
+    model = _load_model(built / "demo-chat")
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    questions = {
+        "What is 1234 + 567?": "1234 + 567 = 1801",
+        "25 减 9000 等于多少？": "25 - 9000 = -(9000 - 25) = -8975",
+        "Sort: 42 7 19": "7 19 42",
+        "倒过来：3 14 15 92": "92 15 14 3",
+        "Repeat after me: qzjx kwvb": "You said: qzjx kwvb",
+    }
+    for question, want in questions.items():
+        ids = hf_tokenizer.apply_chat_template(
+            [{"role": "user", "content": question}], add_generation_prompt=True, return_tensors="pt"
+        )
+        ids = ids["input_ids"] if not hasattr(ids, "shape") else ids
+        out = model.generate(ids, max_new_tokens=48, do_sample=False)
+        assert hf_tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True) == want
 
 
 def test_moe_routes_to_several_experts(built: Path, hf_tokenizer: Any) -> None:

@@ -1,0 +1,130 @@
+"""演示模型在引擎里答得对，引擎一坏就答不对。
+
+- 通过真正的服务、官方 ``openai`` 客户端，每类 50 道训练时没见过的题（共 300 道），每类至少 95 %
+  答对，打招呼全对；
+- 正确性的试金石：故意弄坏引擎的一处（decode 的位置差一、把一个请求的 K/V 写进另一个请求的
+  槽位、跳过 RoPE），四类有标准答案的题的准确率就垮掉。读者改自己的引擎时，也可以这样用它。
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tools"))
+import chat_quality  # noqa: E402
+from chat_curriculum import Example, make_examples, score  # noqa: E402
+
+MODEL = REPO / "models" / "demo-chat"
+ORACLE_TASKS = ("add_sub", "sort", "reverse", "repeat")
+
+
+def test_quality_through_the_real_server() -> None:
+    from minisgl.server.launch import start_background_server
+
+    server = start_background_server(str(MODEL), "--dtype", "float32", name="demo-quality")
+    try:
+        scores = chat_quality.measure(server.url, per_task=50)
+    finally:
+        assert server.stop() == 0
+    report = chat_quality.table(scores) + "".join(f"\n{s.task}: {s.wrong}" for s in scores)
+    assert [s.total for s in scores] == [50] * 6
+    for s in scores:
+        assert s.accuracy >= 0.95, report
+    assert {s.task: s.accuracy for s in scores}["greeting"] == 1.0, report
+
+
+def _accuracy(llm: Any, examples: list[Example]) -> float:
+    from minisgl.core import SamplingParams
+
+    tok = llm.tokenizer
+    prompts = [
+        tok.apply_chat_template(
+            [{"role": "user", "content": ex.prompt}], tokenize=False, add_generation_prompt=True
+        )
+        for ex in examples
+    ]
+    outs = llm.generate(prompts, SamplingParams(max_tokens=48))
+    return sum(score(ex, out.text) for ex, out in zip(examples, outs)) / len(examples)
+
+
+def _positions_off_by_one(batch: Any) -> None:
+    if batch.is_decode:
+        batch.positions = batch.positions + 1
+
+
+def _kv_into_another_request(batch: Any) -> None:
+    if batch.is_decode and len(batch.reqs) > 1:
+        batch.out_loc = batch.out_loc.roll(1)
+
+
+BREAKAGES: dict[str, Callable[[Any], None] | None] = {
+    "decode 的位置差一": _positions_off_by_one,
+    "K/V 写进别的请求的槽位": _kv_into_another_request,
+    "跳过 RoPE": None,  # 见下面：换掉 RotaryEmbedding.forward
+}
+
+
+@pytest.fixture
+def llm_factory() -> Iterator[Callable[[], Any]]:
+    from minisgl.llm import LLM
+
+    created: list[Any] = []
+
+    def make() -> Any:
+        llm = LLM(
+            MODEL,
+            device="cpu",
+            dtype=torch.float32,
+            num_pages=2048,
+            max_running_reqs=16,
+            max_seq_len=256,
+        )
+        created.append(llm)
+        return llm
+
+    yield make
+    for llm in created:
+        llm.shutdown()
+
+
+@pytest.fixture(scope="module")
+def oracle_examples() -> list[Example]:
+    return [ex for task in ORACLE_TASKS for ex in make_examples(20261203, task, 8)]
+
+
+def test_the_intact_engine_answers(
+    llm_factory: Callable[[], Any], oracle_examples: list[Example]
+) -> None:
+    assert _accuracy(llm_factory(), oracle_examples) >= 0.95
+
+
+@pytest.mark.parametrize("name", list(BREAKAGES))
+def test_a_broken_engine_gives_wrong_answers(
+    name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    llm_factory: Callable[[], Any],
+    oracle_examples: list[Example],
+) -> None:
+    from minisgl.engine.engine import Engine
+    from minisgl.layers.rotary import RotaryEmbedding
+
+    corrupt = BREAKAGES[name]
+    if corrupt is None:
+        monkeypatch.setattr(RotaryEmbedding, "forward", lambda self, positions, q, k: (q, k))
+    else:
+        forward_batch = Engine.forward_batch
+
+        def broken(self: Engine, batch: Any) -> Any:
+            corrupt(batch)
+            return forward_batch(self, batch)
+
+        monkeypatch.setattr(Engine, "forward_batch", broken)
+    accuracy = _accuracy(llm_factory(), oracle_examples)
+    assert accuracy < 0.5, f"{name}: 引擎坏了，准确率却还有 {accuracy:.0%}"
