@@ -39,7 +39,9 @@ def ask_all(base_url: str, examples: list[Example], workers: int = 32) -> list[s
     """并发地问，贪心，返回和 ``examples`` 同顺序的回答。"""
     from openai import OpenAI
 
-    client = OpenAI(base_url=f"{base_url}/v1", api_key="none", max_retries=0, timeout=600)
+    # 连接出错时重试：空闲的 keep-alive 连接可能恰好在发请求的那一刻被服务端关掉（uvicorn 的
+    # keep-alive 超时是 5 秒），请求根本没送到；贪心生成，重发得到的回答一样
+    client = OpenAI(base_url=f"{base_url}/v1", api_key="none", max_retries=3, timeout=600)
 
     def ask(example: Example) -> str:
         reply = client.chat.completions.create(
