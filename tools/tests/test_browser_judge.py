@@ -314,6 +314,34 @@ def test_every_browser_problem_page_grades_its_reference(
     page.close()
 
 
+def test_runtime_is_prepared_before_the_first_run(browser: Any, server: str) -> None:
+    """页面一打开，Python 就在后台加载：不点、不聚焦，等一会儿就有一个就绪的 Worker；
+    之后第一次运行不再从头加载（不多出第二个 Worker），等待时状态栏给出已等的秒数。"""
+    problem = _browser_problem()
+    page = browser.new_page()
+    page.goto(f"{server}practice/{problem.name}/")
+    page.wait_for_selector(".practice .cm-editor")
+    page.wait_for_function("() => window.__practice[0].runner.loads.length === 1", timeout=180_000)
+    solution = (problem.dir / "solution.py").read_text(encoding="utf-8")
+    statuses: list[str] = []
+    page.expose_function("__status", lambda text: statuses.append(text))
+    page.evaluate(
+        """() => {
+            const box = window.__practice[0].status;
+            // 每一次改写都记下来（回调运行时文字可能已经又变了，所以从记录里取新加的文字）
+            new MutationObserver((records) => records.forEach((r) =>
+                r.addedNodes.forEach((n) => window.__status(n.textContent)))).observe(
+                box, { childList: true });
+        }"""
+    )
+    result = _run(page, solution)
+    assert result["status"] == "ok", result
+    # 运行用的是预先加载好的那个；运行结束后在后台准备下一个
+    page.wait_for_function("() => window.__practice[0].runner.loads.length === 2", timeout=180_000)
+    assert any(s.startswith("正在准备 Python 运行时……已等 ") for s in statuses), statuses
+    page.close()
+
+
 def test_local_problem_page_has_no_editor(browser: Any, server: str) -> None:
     local = []
     for d in judge.problem_dirs(judge.PROBLEMS_DIR):

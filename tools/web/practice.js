@@ -2,8 +2,9 @@
 //
 // tools/docs_hooks.py 在构建网站时用 esbuild 把这个文件打包成 assets/practice/practice.js，
 // 题目页里的 <div class="practice"> 带着一段 JSON（起始代码、测试文件、测试名），这里把它变成编辑器。
-// 判题：每次运行用一个新的 Worker（worker.mjs），超时就 terminate()；运行结束后立刻在后台准备下一个，
-// 所以两次运行之间不共享任何解释器状态，死循环也不会卡住页面。
+// 判题：每次运行用一个新的 Worker（worker.mjs），超时就 terminate()；页面打开时就在后台准备第一个，
+// 每次运行结束后立刻准备下一个，所以两次运行之间不共享任何解释器状态，读者也很少需要等；
+// 死循环也不会卡住页面。
 import { indentWithTab } from "@codemirror/commands";
 import { python } from "@codemirror/lang-python";
 import { indentUnit, syntaxHighlighting } from "@codemirror/language";
@@ -230,6 +231,8 @@ class Practice {
       this.showError(SERVE_HINT);
     } else {
       this.setStatus("idle", "第一次运行要下载约 13 MB 的 Python 运行时（之后有缓存）");
+      // 页面一打开就在后台准备 Python：读题、写代码的工夫里就加载好了
+      this.warm();
     }
   }
 
@@ -270,16 +273,26 @@ class Practice {
     this.results.textContent = "";
     this.showError("");
     this.outputBox.hidden = true;
-    this.setStatus("loading", "正在准备 Python 运行时……");
+    // 等 Python 就绪时每秒更新一次用了几秒：看得出页面没有卡住（已经在后台准备好时这一步一闪而过）
+    const waitStart = performance.now();
+    const showWait = () => {
+      const seconds = Math.round((performance.now() - waitStart) / 1000);
+      this.setStatus("loading", `正在准备 Python 运行时……已等 ${seconds} 秒`);
+    };
+    showWait();
+    const ticker = setInterval(showWait, 1000);
     const { spec } = this;
     const tests = spec.tests.map(({ name, source, hidden }) => ({ name, source, hidden }));
     let result;
     try {
-      result = await this.runner.run(this.getCode(), tests, spec.timeoutS * 1000, () =>
-        this.setStatus("running", "运行中……"),
-      );
+      result = await this.runner.run(this.getCode(), tests, spec.timeoutS * 1000, () => {
+        clearInterval(ticker);
+        this.setStatus("running", "运行中……");
+      });
     } catch (e) {
       result = { status: "fatal", error: String(e), outcomes: [] };
+    } finally {
+      clearInterval(ticker);
     }
     if (result.status === "timeout") {
       result.error =
