@@ -547,6 +547,14 @@ def _uniform(seed: int, name: str, shape: tuple[int, ...], std: float) -> Any:
     return ((2 * u - 1) * math.sqrt(3) * std).astype(np.float32).reshape(shape)
 
 
+def _embedding(seed: int, name: str, vocab: int, hidden: int, std: float) -> Any:
+    """词嵌入（或不绑定时的 lm_head）：均匀分布；分词器解码不了的 id（>= 151669）对应的行清零，
+    logit 恒为 0，永远选不中。"""
+    w = _uniform(seed, name, (vocab, hidden), std)
+    w[TOKENIZER_SIZE:] = 0
+    return w
+
+
 def _norm(seed: int, name: str, size: int) -> Any:
     """RMSNorm 权重取 1 ± 0.2：全是 1 的话，忽略 norm 权重的引擎也能蒙混过关。"""
     import numpy as np
@@ -578,10 +586,7 @@ def make_state_dict(config: dict[str, Any], seed: int) -> dict[str, Any]:
         sd[name] = _norm(seed, name, size)
 
     def embedding(name: str) -> None:
-        w = _uniform(seed, name, (vocab, hidden), EMBED_STD)
-        # 分词器解码不了的 id（>= 151669）对应的行清零：logit 恒为 0，永远选不中。
-        w[TOKENIZER_SIZE:] = 0
-        sd[name] = w
+        sd[name] = _embedding(seed, name, vocab, hidden, EMBED_STD)
 
     embedding("model.embed_tokens.weight")
     for i in range(config["num_hidden_layers"]):
@@ -624,10 +629,9 @@ ROW_IDS_NAME = "trained_row_ids"
 
 
 def initial_embedding(config: dict[str, Any], seed: int) -> Any:
-    """训练前的嵌入（numpy float32）：分词器解码不了的 id 清零，其余按种子均匀分布。"""
-    w = _uniform(seed, EMBED_NAME, (config["vocab_size"], config["hidden_size"]), TRAINED_EMBED_STD)
-    w[TOKENIZER_SIZE:] = 0
-    return w
+    """训练前的嵌入（numpy float32）。"""
+    vocab, hidden = config["vocab_size"], config["hidden_size"]
+    return _embedding(seed, EMBED_NAME, vocab, hidden, TRAINED_EMBED_STD)
 
 
 def assemble_trained(config: dict[str, Any], seed: int, path: Path = TRAINED_WEIGHTS) -> Any:
