@@ -1,7 +1,7 @@
 """演示模型答得怎么样：起一个真正的服务，用官方 ``openai`` 客户端贪心地问新出的题，逐类打分。
 
     python tools/chat_quality.py                 # 每类 200 题（CPU 上一两分钟）
-    python tools/chat_quality.py --per-task 500 --model models/demo-chat --seed 7
+    python tools/chat_quality.py --per-task 500 --seed 7 --model 别的模型
 
 题目由 ``chat_curriculum.make_examples`` 用一个训练时没用过的种子现场出（训练用种子 0 的随机流，
 训练日志里的评测用 ``train_chat_model.EVAL_SEED``）；打分就是 ``chat_curriculum.score``。
@@ -20,7 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chat_curriculum import TASKS, Example, make_examples, score  # noqa: E402
 
 QUALITY_SEED = 20261202  # 和训练、训练日志里的评测都不同的种子
-DEFAULT_MODEL = "models/demo-chat"
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ def table(scores: list[TaskScore]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=DEFAULT_MODEL)
+    ap.add_argument("--model", help="不给时用服务的默认模型（models/demo-chat）")
     ap.add_argument("--per-task", type=int, default=200)
     ap.add_argument("--seed", type=int, default=QUALITY_SEED)
     ap.add_argument("--url", help="问一个已经在跑的服务（不给时自己起一个）")
@@ -83,9 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.url:
         scores = measure(args.url, args.per_task, args.seed)
     else:
+        from minisgl.server.args import DEFAULT_MODEL
         from minisgl.server.launch import start_background_server
 
-        server = start_background_server(args.model, "--dtype", "float32", name="chat-quality")
+        model = args.model or str(DEFAULT_MODEL)
+        server = start_background_server(model, "--dtype", "float32", name="chat-quality")
         try:
             scores = measure(server.url, args.per_task, args.seed)
         finally:

@@ -775,9 +775,14 @@ def _bench(path: Path, repo: Path) -> list[str]:
         svg = render_plots(results)
     except (ValueError, KeyError) as e:
         raise DirectiveError(f"{label}: {e}") from None
-    if svg:  # 原样的 HTML 块不能有空行，也不能缩进：压成一行
-        lines += ["", '<div class="bench-plot">' + " ".join(svg.split("\n")) + "</div>", ""]
+    if svg:
+        lines += _plot_block(svg)
     return lines
+
+
+def _plot_block(svg: str) -> list[str]:
+    """内嵌的 SVG 图：原样的 HTML 块不能有空行，也不能缩进，所以压成一行。"""
+    return ["", '<div class="bench-plot">' + " ".join(svg.split("\n")) + "</div>", ""]
 
 
 def _tools_excerpt(path: str, qualname: str) -> list[str]:
@@ -829,7 +834,7 @@ def _train_log(path: Path, repo: Path) -> list[str]:
         svg = _loss_plot([(int(s), float(v)) for s, v in log["loss"]])
     except (ValueError, KeyError, TypeError) as e:
         raise DirectiveError(f"{label}: {e}") from None
-    return [*lines, "", '<div class="bench-plot">' + " ".join(svg.split("\n")) + "</div>", ""]
+    return [*lines, *_plot_block(svg)]
 
 
 def _loss_plot(points: list[tuple[int, float]]) -> str:

@@ -172,8 +172,8 @@ def web_figure() -> Iterator[Callable[..., Any]]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    def new_figure(height: float, rows: int | None = None) -> tuple[Any, Any]:
-        return plt.subplots(rows or 1, 1, figsize=(7, height))
+    def new_figure(height: float, rows: int = 1) -> tuple[Any, Any]:
+        return plt.subplots(rows, 1, figsize=(7, height))
 
     with plt.rc_context(PLOT_STYLE), warnings.catch_warnings():
         # DejaVu Sans 里没有中文，量字宽时 matplotlib 会对每个汉字报一次缺字形

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tools"))
+from minisgl.server.args import DEFAULT_MODEL as MODEL
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import chat_quality  # noqa: E402
 from chat_curriculum import Example, make_examples, score  # noqa: E402
 
-MODEL = REPO / "models" / "demo-chat"
 ORACLE_TASKS = ("add_sub", "sort", "reverse", "repeat")
 
 
@@ -54,20 +54,45 @@ def _accuracy(llm: Any, examples: list[Example]) -> float:
     return sum(score(ex, out.text) for ex, out in zip(examples, outs)) / len(examples)
 
 
-def _positions_off_by_one(batch: Any) -> None:
-    if batch.is_decode:
-        batch.positions = batch.positions + 1
+def _corrupt_batches(monkeypatch: pytest.MonkeyPatch, corrupt: Callable[[Any], None]) -> None:
+    """每个批次送进 ``Engine.forward_batch`` 之前先被 ``corrupt`` 改一处。"""
+    from minisgl.engine.engine import Engine
+
+    forward_batch = Engine.forward_batch
+
+    def broken(self: Engine, batch: Any) -> Any:
+        corrupt(batch)
+        return forward_batch(self, batch)
+
+    monkeypatch.setattr(Engine, "forward_batch", broken)
 
 
-def _kv_into_another_request(batch: Any) -> None:
-    if batch.is_decode and len(batch.reqs) > 1:
-        batch.out_loc = batch.out_loc.roll(1)
+def _positions_off_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    def shift(batch: Any) -> None:
+        if batch.is_decode:
+            batch.positions = batch.positions + 1
+
+    _corrupt_batches(monkeypatch, shift)
 
 
-BREAKAGES: dict[str, Callable[[Any], None] | None] = {
+def _kv_into_another_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    def swap(batch: Any) -> None:
+        if batch.is_decode and len(batch.reqs) > 1:
+            batch.out_loc = batch.out_loc.roll(1)
+
+    _corrupt_batches(monkeypatch, swap)
+
+
+def _skip_rope(monkeypatch: pytest.MonkeyPatch) -> None:
+    from minisgl.layers.rotary import RotaryEmbedding
+
+    monkeypatch.setattr(RotaryEmbedding, "forward", lambda self, positions, q, k: (q, k))
+
+
+BREAKAGES: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "decode 的位置差一": _positions_off_by_one,
     "K/V 写进别的请求的槽位": _kv_into_another_request,
-    "跳过 RoPE": None,  # 见下面：换掉 RotaryEmbedding.forward
+    "跳过 RoPE": _skip_rope,
 }
 
 
@@ -112,19 +137,6 @@ def test_a_broken_engine_gives_wrong_answers(
     llm_factory: Callable[[], Any],
     oracle_examples: list[Example],
 ) -> None:
-    from minisgl.engine.engine import Engine
-    from minisgl.layers.rotary import RotaryEmbedding
-
-    corrupt = BREAKAGES[name]
-    if corrupt is None:
-        monkeypatch.setattr(RotaryEmbedding, "forward", lambda self, positions, q, k: (q, k))
-    else:
-        forward_batch = Engine.forward_batch
-
-        def broken(self: Engine, batch: Any) -> Any:
-            corrupt(batch)
-            return forward_batch(self, batch)
-
-        monkeypatch.setattr(Engine, "forward_batch", broken)
+    BREAKAGES[name](monkeypatch)
     accuracy = _accuracy(llm_factory(), oracle_examples)
     assert accuracy < 0.5, f"{name}: 引擎坏了，准确率却还有 {accuracy:.0%}"

@@ -54,3 +54,25 @@ def test_batches_are_deterministic_and_mask_the_prompt() -> None:
         assert target[row, answer[-1]] == tiny.IM_END_ID
         assert ids[row, answer[0] + 1 : answer[-1] + 2].tolist() == target[row, answer].tolist()
         assert mask[row, : answer[-1] + 2].all()
+
+
+def test_render_is_the_chat_template() -> None:
+    """训练时手写的对话格式，必须和服务里 ``apply_chat_template`` 渲染出的逐字相同：
+    带不带系统提示、带不带 enable_thinking=False 的空思考块都一样。"""
+    from chat_curriculum import make_examples
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny.DEFAULT_OUT / "demo-chat")
+    example = make_examples(1, "sort", 1)[0]
+    for system in (None, train_chat_model.SYSTEM_PROMPTS[0]):
+        for empty_think in (False, True):
+            messages = [{"role": "user", "content": example.prompt}]
+            if system:
+                messages.insert(0, {"role": "system", "content": system})
+            extra = {"enable_thinking": False} if empty_think else {}
+            want = tok.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True, **extra
+            )
+            prompt, answer = train_chat_model.render(example, system, empty_think)
+            assert prompt == want
+            assert answer == example.answer + "<|im_end|>"
