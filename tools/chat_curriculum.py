@@ -78,8 +78,14 @@ def _numbers_text(rng: random.Random, numbers: list[int]) -> str:
     return sep.join(str(n) for n in numbers)
 
 
+def _operand(rng: random.Random) -> int:
+    """0～9999 的整数，位数（1～4）先均匀地选：人们最常问的 2 + 2 这种小数不能太少见。"""
+    digits = rng.randint(1, 4)
+    return rng.randint(0 if digits == 1 else 10 ** (digits - 1), 10**digits - 1)
+
+
 def _add_sub(rng: random.Random) -> Example:
-    a, b = rng.randint(0, 9999), rng.randint(0, 9999)
+    a, b = _operand(rng), _operand(rng)
     plus = rng.random() < 0.5
     result = a + b if plus else a - b
     op = "+" if plus else "-"
@@ -107,8 +113,8 @@ def _list_task(rng: random.Random, task: str) -> Example:
     else:
         head = "倒过来" if chinese else _first_letter(rng, "Reverse")
         result = numbers[::-1]
-    colon = _punct(rng, ":", chinese)
-    gap = " " if colon == ":" or rng.random() < 0.3 else ""
+    colon = _punct(rng, ":", chinese) if rng.random() < 0.85 else ""  # 冒号也常被省掉
+    gap = " " if colon in (":", "") or rng.random() < 0.3 else ""
     prompt = f"{head}{colon}{gap}{_numbers_text(rng, numbers)}"
     answer = " ".join(str(n) for n in result)
     return Example(task, prompt, answer, answer)

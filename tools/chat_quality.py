@@ -2,6 +2,7 @@
 
     python tools/chat_quality.py                 # 每类 200 题（CPU 上一两分钟）
     python tools/chat_quality.py --per-task 500 --seed 7 --model 别的模型
+    python tools/chat_quality.py --limits        # 课程边界内外的几组题：它做不到什么
 
 题目由 ``chat_curriculum.make_examples`` 用一个训练时没用过的种子现场出（训练用种子 0 的随机流，
 训练日志里的评测用 ``train_chat_model.EVAL_SEED``）；打分就是 ``chat_curriculum.score``。
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -66,6 +68,67 @@ def measure(base_url: str, per_task: int, seed: int = QUALITY_SEED) -> list[Task
     return scores
 
 
+def _sum_example(a: int, b: int) -> Example:
+    return Example("add_sub", f"What is {a} + {b}?", "", str(a + b))
+
+
+def _list_example(task: str, numbers: list[int]) -> Example:
+    head, result = ("Sort", sorted(numbers)) if task == "sort" else ("Reverse", numbers[::-1])
+    answer = " ".join(str(n) for n in result)
+    return Example(task, f"{head}: {' '.join(str(n) for n in numbers)}", answer, answer)
+
+
+def _repeat_example(words: list[str]) -> Example:
+    text = " ".join(words)
+    return Example("repeat", f"Repeat after me: {text}", "", text)
+
+
+def limit_probes(seed: int, n: int = 40) -> dict[str, list[Example]]:
+    """课程边界两侧的几组题：操作数的位数，以及比训练时更长的数列、更多的词。"""
+    rng = random.Random(f"{seed}:limits")
+
+    def number(digits: int) -> int:
+        return rng.randint(0 if digits == 1 else 10 ** (digits - 1), 10**digits - 1)
+
+    def words(k: int) -> list[str]:
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        return ["".join(rng.choices(letters, k=rng.randint(2, 10))) for _ in range(k)]
+
+    def numbers(lo: int, hi: int) -> list[int]:
+        return [rng.randint(0, 99) for _ in range(rng.randint(lo, hi))]
+
+    groups: dict[str, list[Example]] = {}
+    for d in (1, 2, 3, 4):
+        groups[f"加法，两个 {d} 位数"] = [_sum_example(number(d), number(d)) for _ in range(n)]
+    groups["加法，两个 5～6 位数（超出课程）"] = [
+        _sum_example(number(rng.randint(5, 6)), number(rng.randint(5, 6))) for _ in range(n)
+    ]
+    groups["排序 8 个数"] = [_list_example("sort", numbers(8, 8)) for _ in range(n)]
+    groups["排序 12～16 个数（超出课程）"] = [
+        _list_example("sort", numbers(12, 16)) for _ in range(n)
+    ]
+    groups["倒过来 12～16 个数（超出课程）"] = [
+        _list_example("reverse", numbers(12, 16)) for _ in range(n)
+    ]
+    groups["复述 8 个词"] = [_repeat_example(words(8)) for _ in range(n)]
+    groups["复述 12～16 个词（超出课程）"] = [
+        _repeat_example(words(rng.randint(12, 16))) for _ in range(n)
+    ]
+    return groups
+
+
+def measure_limits(base_url: str, seed: int) -> list[TaskScore]:
+    groups = limit_probes(seed)
+    examples = [ex for group in groups.values() for ex in group]
+    replies = iter(ask_all(base_url, examples))
+    scores = []
+    for name, group in groups.items():
+        pairs = [(ex, next(replies)) for ex in group]
+        wrong = tuple((ex.prompt, r) for ex, r in pairs if not score(ex, r))
+        scores.append(TaskScore(name, len(pairs) - len(wrong), len(pairs), wrong[:2]))
+    return scores
+
+
 def table(scores: list[TaskScore]) -> str:
     lines = ["| 任务 | 题数 | 答对 | 准确率 |", "|---|---:|---:|---:|"]
     lines += [f"| {s.task} | {s.total} | {s.right} | {s.accuracy:.1%} |" for s in scores]
@@ -78,9 +141,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-task", type=int, default=200)
     ap.add_argument("--seed", type=int, default=QUALITY_SEED)
     ap.add_argument("--url", help="问一个已经在跑的服务（不给时自己起一个）")
+    ap.add_argument("--limits", action="store_true", help="改问课程边界两侧的几组题")
     args = ap.parse_args(argv)
+
+    def run(url: str) -> list[TaskScore]:
+        if args.limits:
+            return measure_limits(url, args.seed)
+        return measure(url, args.per_task, args.seed)
+
     if args.url:
-        scores = measure(args.url, args.per_task, args.seed)
+        scores = run(args.url)
     else:
         from minisgl.server.args import DEFAULT_MODEL
         from minisgl.server.launch import start_background_server
@@ -88,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         model = args.model or str(DEFAULT_MODEL)
         server = start_background_server(model, "--dtype", "float32", name="chat-quality")
         try:
-            scores = measure(server.url, args.per_task, args.seed)
+            scores = run(server.url)
         finally:
             server.stop()
     print(table(scores))

@@ -145,6 +145,7 @@ print("之后的请求不受影响:", complete(prompts[0]) == alone)
 #
 # 模拟调度器崩溃（`kill -9`）。主进程里的看门狗线程立刻发现：正在等的请求收到 503 或流里的
 # 错误事件，`/health` 变成 503，两秒后整个服务退出，退出码 1，不留进程和 socket 文件。
+# GPU 上 100 个 token 不到一眨眼就算完了，所以先把调度器冻住（SIGSTOP），等请求进了门再杀。
 
 # %%
 long = {"prompt": "go", "max_tokens": 100, "ignore_eos": True}
@@ -156,13 +157,14 @@ def wait_long() -> None:
     result["status"], result["body"] = r.status_code, r.json()
 
 
-waiter = threading.Thread(target=wait_long)
-waiter.start()
-while metric("running_requests") < 1:
-    time.sleep(0.02)
 children = psutil.Process(proc.pid).children(recursive=True)
 # 每个后端进程在 ps 里都有自己的名字（第 15 章的启动器设置），rank 0 的调度器叫这个
 scheduler = next(c for c in children if c.cmdline()[:1] == ["minisgl::scheduler_0"])
+scheduler.suspend()
+waiter = threading.Thread(target=wait_long)
+waiter.start()
+while metric("http_requests_in_flight") < 1:  # API Server 自己的账：请求已经收下
+    time.sleep(0.02)
 scheduler.kill()
 waiter.join(60)
 print("进行中的请求:", result["status"], result["body"]["error"]["message"])

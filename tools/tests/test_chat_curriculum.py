@@ -73,3 +73,18 @@ def test_score_is_strict() -> None:
     rep = Example("repeat", "Repeat after me: ab cd", "You said: ab cd", "ab cd")
     assert score(rep, "You said: ab cd") and not score(rep, "You said: ab cde")
     assert not score(rep, "You said: xab cd")
+
+
+def test_operand_lengths_are_balanced_and_the_colon_may_be_missing() -> None:
+    """人们最常问的是 2 + 2 这样的小数：每种位数（1～4 位）的操作数各占约四分之一。"""
+    from collections import Counter
+
+    lengths: Counter[int] = Counter()
+    for ex in make_examples(8, "add_sub", 4000):
+        a, b = re.findall(r"\d+", ex.prompt)[:2]
+        lengths.update([len(a), len(b)])
+    assert set(lengths) == {1, 2, 3, 4}
+    assert all(1600 < n < 2400 for n in lengths.values()), lengths
+    prompts = [ex.prompt for ex in make_examples(9, "sort", 1000)]
+    assert any(re.match(r"(?i)sort \d", p) for p in prompts)
+    assert any(re.match(r"排序 ?\d", p) for p in prompts)
