@@ -1,4 +1,4 @@
-"""练习 044：rank 0 广播——每一步先对齐消息条数，各 rank 再各取这么多条。"""
+"""练习 041：rank 0 广播——每一步先对齐消息条数，各 rank 再各取这么多条。"""
 
 from __future__ import annotations
 

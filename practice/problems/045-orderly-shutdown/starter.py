@@ -1,4 +1,4 @@
-"""练习 042：有序关闭——ExitMsg、terminate、kill、删文件，每一步都有时限。"""
+"""练习 045：有序关闭——ExitMsg、terminate、kill、删文件，每一步都有时限。"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""045 的可见测试。"""
+"""042 的可见测试。"""
 
 from solution import deliveries, ready_time, xpub_notifications
 

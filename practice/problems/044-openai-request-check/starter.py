@@ -1,4 +1,4 @@
-"""练习 041：校验 OpenAI 格式的请求——合法的规范化，不合法的回 400 和 OpenAI 格式的错误。"""
+"""练习 044：校验 OpenAI 格式的请求——合法的规范化，不合法的回 400 和 OpenAI 格式的错误。"""
 
 from __future__ import annotations
 

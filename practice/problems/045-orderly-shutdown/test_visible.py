@@ -1,4 +1,4 @@
-"""042 的可见测试：题面里的示例。"""
+"""045 的可见测试：题面里的示例。"""
 
 from solution import Proc, shutdown
 

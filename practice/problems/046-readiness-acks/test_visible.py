@@ -1,4 +1,4 @@
-"""043 的可见测试：题面里的示例。"""
+"""046 的可见测试：题面里的示例。"""
 
 from solution import expected_acks, process_names, wait_until_ready
 

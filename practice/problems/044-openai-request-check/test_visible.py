@@ -1,4 +1,4 @@
-"""041 的可见测试：题面里的示例。"""
+"""044 的可见测试：题面里的示例。"""
 
 from solution import check_request, error_body
 

@@ -1,4 +1,4 @@
-"""045 的隐藏测试：主题合并、重复订阅、按顺序退订、同一时刻一起检查、前缀过滤、推迟发送。"""
+"""042 的隐藏测试：主题合并、重复订阅、按顺序退订、同一时刻一起检查、前缀过滤、推迟发送。"""
 
 from solution import deliveries, ready_time, xpub_notifications
 

@@ -1,4 +1,4 @@
-"""练习 045：慢订阅者——PUB 丢掉的第一条广播与 XPUB 的订阅通知。"""
+"""练习 042：慢订阅者——PUB 丢掉的第一条广播与 XPUB 的订阅通知。"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""043 的隐藏测试：ack 的条数与 tp 无关、乱序的事件、同一时刻的先后、超时的边界、开门之后的事件、
+"""046 的隐藏测试：ack 的条数与 tp 无关、乱序的事件、同一时刻的先后、超时的边界、开门之后的事件、
 各种非法事件。"""
 
 from solution import expected_acks, process_names, wait_until_ready

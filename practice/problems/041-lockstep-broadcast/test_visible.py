@@ -1,4 +1,4 @@
-"""044 的可见测试。"""
+"""041 的可见测试。"""
 
 from collections import deque
 

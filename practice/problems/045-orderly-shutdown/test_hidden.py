@@ -1,4 +1,4 @@
-"""042 的隐藏测试：共用的截止时间、卡住的调度器走 terminate、不理 SIGTERM 的被 kill、
+"""045 的隐藏测试：共用的截止时间、卡住的调度器走 terminate、不理 SIGTERM 的被 kill、
 崩掉的进程不发消息也不 terminate、文件只删还在的、没有调度器时不发 ExitMsg。"""
 
 from solution import Proc, shutdown
