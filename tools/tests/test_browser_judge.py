@@ -3,7 +3,7 @@
 在页面里依次运行：参考答案（全部通过）、一个错误答案（挂掉的测试名和本地判题一致）、
 死循环（超时）、再运行参考答案（换了新的 Worker，照常通过，上一次运行留下的状态也不在了）。
 另外检查编辑器的 4 空格缩进、「重置代码」、只能本地判题的题目页、从磁盘直接打开时的提示，
-以及页面没有向 127.0.0.1 以外发出任何请求。
+以及页面没有向 127.0.0.1 以外发出任何请求；最后是网站的搜索（结果落在命中的小节并高亮）。
 
 用的是 Debian 的 chromium（make test 的准备步骤用 apt-get 安装），不用 playwright 自己下载的浏览器。
 截图和计时写在 .cache/artifacts/ 下。没有 chromium、playwright 或 node_modules 时：
@@ -368,4 +368,24 @@ def test_page_opened_from_disk_explains_how_to_serve(browser: Any, site: Path) -
     assert page.is_disabled(".practice-run")
     assert page.get_attribute(".practice-status", "data-status") == "unavailable"
     assert "http.server" in page.text_content(".practice-error")
+    page.close()
+
+
+def test_search_opens_the_matching_section_highlighted(browser: Any, server: str) -> None:
+    """行内代码里的标识符搜得到（第 15 章只在行内代码里提到 ZmqPubQueue）；点开任何一条结果，
+    包括每一页打头的那一条，都落在命中的小节、搜的词被高亮。"""
+    page = browser.new_page()
+    page.set_viewport_size({"width": 1280, "height": 900})  # 1220 px 以下搜索框收成一个图标
+    page.goto(f"{server}chapters/12-message/")
+    page.fill("input.md-search__input", "ZmqPubQueue")
+    page.wait_for_selector(".md-search-result__item")
+    links: list[str] = page.eval_on_selector_all(
+        "a.md-search-result__link", "els => els.map((a) => a.href)"
+    )
+    assert any("/chapters/15-server/" in href for href in links), links
+    for href in links:
+        assert "h=zmqpubqueue#" in href, href
+    page.click(".md-search-result__item >> nth=0")
+    page.wait_for_selector("mark[data-md-highlight]")
+    assert page.evaluate("window.scrollY") > 0
     page.close()
