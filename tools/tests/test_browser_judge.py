@@ -3,7 +3,8 @@
 在页面里依次运行：参考答案（全部通过）、一个错误答案（挂掉的测试名和本地判题一致）、
 死循环（超时）、再运行参考答案（换了新的 Worker，照常通过，上一次运行留下的状态也不在了）。
 另外检查编辑器的 4 空格缩进、「重置代码」、只能本地判题的题目页、从磁盘直接打开时的提示，
-以及页面没有向 127.0.0.1 以外发出任何请求；最后是网站的搜索（结果落在命中的小节并高亮）。
+以及页面没有向 127.0.0.1 以外发出任何请求；最后是网站本身：搜索（结果落在命中的小节并高亮）、
+嵌套列表的题面、1280 px 下 100 列的代码不用横向滚动。
 
 用的是 Debian 的 chromium（make test 的准备步骤用 apt-get 安装），不用 playwright 自己下载的浏览器。
 截图和计时写在 .cache/artifacts/ 下。没有 chromium、playwright 或 node_modules 时：
@@ -388,4 +389,41 @@ def test_search_opens_the_matching_section_highlighted(browser: Any, server: str
     page.click(".md-search-result__item >> nth=0")
     page.wait_for_selector("mark[data-md-highlight]")
     assert page.evaluate("window.scrollY") > 0
+    page.close()
+
+
+def test_statement_with_a_nested_list_renders_as_written(browser: Any, server: str) -> None:
+    """051 的题面：六个方法是一个 6 项的有序列表，deliver 的三种情况是它第 2 项里的子列表。"""
+    page = browser.new_page()
+    page.goto(f"{server}practice/051-backend-failure/")
+    shape = page.evaluate(
+        """() => {
+            const ol = [...document.querySelectorAll('.md-typeset ol')]
+                .find((el) => el.textContent.includes('submit(uid, stream)'));
+            const items = [...ol.children].filter((el) => el.tagName === 'LI');
+            return items.map((li) => li.querySelectorAll(':scope > ul > li').length);
+        }"""
+    )
+    assert shape == [0, 3, 0, 0, 0, 0], shape
+    page.close()
+
+
+def test_code_up_to_100_columns_shows_whole_at_1280_px(browser: Any, server: str) -> None:
+    """第 15 章的代码块（最长 100 列，中文算两列）在 1280 px 的窗口里不用横向滚动。"""
+    page = browser.new_page()
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{server}chapters/15-server/")
+    blocks = page.evaluate(
+        """() => [...document.querySelectorAll('.md-content pre > code')].map((code) => ({
+            width: Math.max(...code.textContent.split('\\n').map((line) =>
+                [...line].reduce((n, ch) => n + (ch.codePointAt(0) > 0x2e80 ? 2 : 1), 0))),
+            scroll: code.scrollWidth,
+            client: code.clientWidth,
+            visible: code.offsetParent !== null,
+        }))"""
+    )
+    checked = [b for b in blocks if b["visible"] and b["width"] <= 100]
+    assert len(checked) >= 20, blocks
+    cut = [b for b in checked if b["scroll"] > b["client"] + 1]
+    assert not cut, cut
     page.close()
