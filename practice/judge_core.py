@@ -2,8 +2,8 @@
 
 同一份文件有两种用法，所以这里不能用 subprocess、线程、信号或任何第三方包：
 
-- 本地：``judge.py`` 在子进程里运行 ``python judge_core.py REQUEST.json RESULT.json``，
-  超时由父进程负责（杀掉子进程）；
+- 本地：``judge.py`` 启动子进程 ``judge_sandbox.py``，它在沙箱里调用这里的 ``grade``，
+  进度经审计事件（见 ``PROGRESS_EVENT``）签名后写进结果管道；超时、核对结果由父进程负责；
 - 浏览器：Web Worker 里的 Pyodide ``import judge_core`` 后调用 ``run_json``，
   超时由页面负责（``worker.terminate()``）。
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import contextlib
 import io
 import json
 import linecache
@@ -23,7 +22,7 @@ import sys
 import traceback
 import types
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Iterator
+from typing import Any
 
 CANDIDATE_MODULE = "solution"
 CANDIDATE_FILENAME = "solution.py"
@@ -35,10 +34,11 @@ MAX_MESSAGE = 3000
 MAX_REPR = 300
 
 # 状态：ok 全部通过；fail 有测试失败；load_error 候选代码加载失败；
-# timeout 超时（由外层判定）；crash 评测进程异常退出（由外层判定）
-STATUSES = ("ok", "fail", "load_error", "timeout", "crash")
+# timeout 超时（由外层判定）；crash 评测进程异常退出（由外层判定）；
+# invalid 评测结果不可信（只在本地评测出现：通道上的数据对不上、评测器或仓库里的文件被改动）
+STATUSES = ("ok", "fail", "load_error", "timeout", "crash", "invalid")
 
-# 题目 statement.md 的 front matter
+# 题目 statement.md 的 front matter（另有可选的 time_limit：测试阶段的时限，秒）
 DIFFICULTIES = ("简单", "中等", "困难")
 RUNTIMES = ("browser", "local")
 REQUIRED_META = ("title", "chapter", "difficulty", "runtime")
@@ -210,12 +210,6 @@ class _Capture(io.TextIOBase):
         return text
 
 
-@contextlib.contextmanager
-def _captured(sink: _Capture) -> Iterator[None]:
-    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-        yield
-
-
 @dataclass
 class _SavedState:
     stdin: Any
@@ -303,6 +297,17 @@ def _assertion_message(exc: AssertionError, test_file: str, files: set[str]) -> 
 
 # ---------------------------------------------------------------- 评测
 
+# 评测进度的审计事件（sys.audit）。浏览器里没有人监听，这些调用什么也不做；本地评测的子进程
+# （judge_sandbox.py）装了一个审计钩子：它只认 _grade 这一帧发出的进度事件，签名后写进结果管道，
+# 别处（比如读者代码自己）发出的进度事件一律判为作弊。
+PROGRESS_EVENT = "minisgl.judge.progress"
+
+# 一个测试文件的评测计划：(文件名, 是否隐藏, 源码, 测试名, 错误, 编译好的代码, 每个测试的代码对象)。
+# 全用元组和字符串：加载读者代码之前就定下来，之后谁也改不了。
+_PlannedFile = tuple[
+    str, bool, str, tuple[str, ...], str, "types.CodeType | None", tuple["types.CodeType", ...]
+]
+
 
 def grade(code: str, tests: list[SourceFile]) -> Report:
     """加载候选代码为模块 ``solution``，依次运行每个测试文件里的 ``test_*``，返回结构化结果。
@@ -311,107 +316,194 @@ def grade(code: str, tests: list[SourceFile]) -> Report:
     ``builtins``、递归深度、``sys.path``、``sys.stdin`` 也会复原，同一进程里多次评测互不影响。
     """
     saved = _save_state()
-    own_modules = [CANDIDATE_MODULE] + [_module_name(t) for t in tests]
+    own_modules = [CANDIDATE_MODULE] + [_module_name(t.name) for t in tests]
     try:
         return _grade(code, tests)
     finally:
         _restore_state(saved, own_modules)
 
 
-def _module_name(test: SourceFile) -> str:
-    return test.name[:-3] if test.name.endswith(".py") else test.name
+def _module_name(filename: str) -> str:
+    return filename[:-3] if filename.endswith(".py") else filename
 
 
-def _planned_tests(tests: list[SourceFile]) -> list[tuple[SourceFile, list[str], str]]:
-    """每个测试文件：(文件, 测试名列表, 解析错误)。"""
-    plan = []
+def _plan(tests: list[SourceFile]) -> tuple[_PlannedFile, ...]:
+    """在运行任何读者代码之前解析、编译每个测试文件，记下每个 ``test_*`` 最后一次定义的代码对象。
+
+    全用元组和字符串：之后谁也改不了。
+    """
+    plan: list[_PlannedFile] = []
     for test in tests:
         try:
-            plan.append((test, list_tests(test.source), ""))
-        except SyntaxError as exc:
-            plan.append((test, [], _format_exception(exc, {test.name})))
-    return plan
+            names = tuple(list_tests(test.source))
+            code = _compile_tests(test)
+        except (SyntaxError, ValueError) as exc:
+            error = _format_exception(exc, {test.name})
+            plan.append((test.name, test.hidden, test.source, (), error, None, ()))
+            continue
+        defined = {c.co_name: c for c in code.co_consts if isinstance(c, types.CodeType)}
+        error = "" if names else f"{test.name} 里没有 test_* 函数"
+        codes = tuple(defined[name] for name in names)
+        plan.append((test.name, test.hidden, test.source, names, error, code, codes))
+    return tuple(plan)
 
 
-def _all_failed(tests: list[SourceFile], message: str) -> list[Outcome]:
+def planned_tests(tests: list[SourceFile]) -> list[tuple[str, str, bool]]:
+    """评测会逐个报告的 (文件, 测试名, 是否隐藏)，按报告的顺序。
+
+    测试文件有语法错误或者没有 ``test_*`` 函数时，这个文件只记一项 ``<load>``。
+    本地评测的父进程用它核对子进程发回来的结果：多一项、少一项、顺序不对都不行。
+    """
+    return [
+        (file, name, hidden)
+        for file, hidden, _, names, _, _, _ in _plan(tests)
+        for name in names or ("<load>",)
+    ]
+
+
+def _failed_from_plan(plan: tuple[_PlannedFile, ...], message: str) -> list[Outcome]:
     outcomes = []
-    for test, names, error in _planned_tests(tests):
-        for name in names or ["<load>"]:
-            outcomes.append(Outcome(test.name, name, False, error or message, test.hidden))
+    for file, hidden, _, names, error, _, _ in plan:
+        for name in names or ("<load>",):
+            outcomes.append(Outcome(file, name, False, error or message, hidden))
     return outcomes
 
 
+def _all_failed(tests: list[SourceFile], message: str) -> list[Outcome]:
+    return _failed_from_plan(_plan(tests), message)
+
+
+def _load_message(exc: BaseException, files: set[str]) -> str:
+    text = _format_exception(exc, files)
+    if isinstance(exc, MemoryError):
+        text += "\n（内存不够用：评测给每次运行设了内存上限，代码申请的内存太多了）"
+    return text
+
+
 def _grade(code: str, tests: list[SourceFile]) -> Report:
-    files = {CANDIDATE_FILENAME} | {t.name for t in tests}
-    sys.stdin = io.StringIO("")  # input() 立刻得到 EOFError，而不是卡住
+    """评测的主体。所有进度事件都从这一帧发出（见 PROGRESS_EVENT）。
+
+    读者代码和测试跑在同一个解释器里，所以这里多做了几件事，让它改不动评测本身：
+
+    - 测试在加载读者代码之前就解析、编译好，记下每个 ``test_*`` 的代码对象；之后再改测试源码没有用；
+    - 用到的内置函数和类型在加载读者代码之前存进局部变量，读者换掉 ``builtins`` 或本模块的全局名字
+      影响不到判定；重定向输出不用 ``with``（换掉的 ``__exit__`` 可以吞掉断言失败）；
+    - 每个测试调用前核对它还是测试文件里定义的那个函数，调用后核对测试模块里的函数、类和模块
+      没有被换掉，换了就判失败。
+    """
+    audit, run, isinstance_, zip_, sys_, vars_ = sys.audit, exec, isinstance, zip, sys, vars
+    function_type, watched_types = types.FunctionType, (types.FunctionType, type, types.ModuleType)
+    plan = _plan(tests)
+    files = {CANDIDATE_FILENAME} | {entry[0] for entry in plan}
+    for file, _, source, _, _, _, _ in plan:
+        _remember_source(file, source)
     _remember_source(CANDIDATE_FILENAME, code)
+    sys_.stdin = io.StringIO("")  # input() 立刻得到 EOFError，而不是卡住
+    stdout, stderr = sys_.stdout, sys_.stderr
 
     module = types.ModuleType(CANDIDATE_MODULE)
     module.__file__ = CANDIDATE_FILENAME
     # 先放进 sys.modules 再执行：dataclass 等会在定义时按模块名回查 sys.modules
-    sys.modules[CANDIDATE_MODULE] = module
+    sys_.modules[CANDIDATE_MODULE] = module
     load_output = _Capture()
+    load_error = ""
+    audit(PROGRESS_EVENT, "start")
+    sys_.stdout = sys_.stderr = load_output
     try:
-        with _captured(load_output):
-            exec(compile(code, CANDIDATE_FILENAME, "exec", dont_inherit=True), module.__dict__)
+        run(compile(code, CANDIDATE_FILENAME, "exec", dont_inherit=True), module.__dict__)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:
-        return Report(
-            status="load_error",
-            outcomes=_all_failed(tests, "候选代码加载失败，测试没有运行"),
-            error=_format_exception(exc, files),
-            output=load_output.getvalue(),
-        )
+        load_error = _load_message(exc, files) or type(exc).__name__
+    finally:
+        sys_.stdout, sys_.stderr = stdout, stderr
+    output = load_output.getvalue()
+    if load_error:
+        audit(PROGRESS_EVENT, "load", False, load_error, output)
+        audit(PROGRESS_EVENT, "done")
+        outcomes = _failed_from_plan(plan, "候选代码加载失败，测试没有运行")
+        return Report(status="load_error", outcomes=outcomes, error=load_error, output=output)
+    audit(PROGRESS_EVENT, "load", True, "", output)
 
     outcomes: list[Outcome] = []
-    for test, names, parse_error in _planned_tests(tests):
-        if parse_error:
-            outcomes.append(Outcome(test.name, "<load>", False, parse_error, test.hidden))
+    for file, hidden, _, names, error, test_code, codes in plan:
+        if test_code is None or not names:
+            audit(PROGRESS_EVENT, "outcome", file, "<load>", False, error, "")
+            outcomes.append(Outcome(file, "<load>", False, error, hidden))
             continue
-        outcomes.extend(_run_test_file(test, names, files))
+        test_module = types.ModuleType(_module_name(file))
+        test_module.__file__ = file
+        namespace = test_module.__dict__
+        namespace[_FMT_NAME] = _compare_message
+        sys_.modules[test_module.__name__] = test_module
+        file_error = ""
+        sink = _Capture()
+        sys_.stdout = sys_.stderr = sink
+        try:
+            run(test_code, namespace)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            file_error = f"测试文件 {file} 无法加载：\n" + _format_exception(exc, files)
+        finally:
+            sys_.stdout, sys_.stderr = stdout, stderr
+        functions = tuple(namespace.get(name) for name in names)
+        # 测试模块里的函数、类、模块，以及它自己定义的类里的方法：之后逐个核对身份和 __code__
+        watched = tuple((k, v) for k, v in namespace.items() if isinstance_(v, watched_types))
+        members = tuple(
+            (cls, attr, member, member.__code__)
+            for _, cls in watched
+            if isinstance_(cls, type) and cls.__module__ == test_module.__name__
+            for attr, member in vars_(cls).items()
+            if isinstance_(member, function_type)
+        )
+        helpers = tuple((v, v.__code__) for _, v in watched if isinstance_(v, function_type))
+        for name, expected, func in zip_(names, codes, functions):
+            passed, message = False, ""
+            sink = _Capture()
+            if file_error:
+                message = file_error
+            elif not (
+                isinstance_(func, function_type)
+                and func.__code__ is expected
+                and func.__globals__ is namespace
+            ):
+                message = f"{name} 已经不是测试文件里定义的那个函数（被换掉了），不算通过"
+            else:
+                sys_.stdout = sys_.stderr = sink
+                try:
+                    func()
+                except KeyboardInterrupt:
+                    raise
+                except AssertionError as exc:
+                    message = _assertion_message(exc, file, files)
+                except BaseException as exc:
+                    message = _format_exception(exc, files)
+                else:
+                    passed = True
+                finally:
+                    sys_.stdout, sys_.stderr = stdout, stderr
+            replaced = []
+            for key, value in watched:
+                if namespace.get(key, watched) is not value:
+                    replaced.append(key)
+            for func, func_code in helpers:
+                if func.__code__ is not func_code:
+                    replaced.append(f"{func.__name__} 的代码")
+            for cls, attr, member, member_code in members:
+                if vars_(cls).get(attr) is not member or member.__code__ is not member_code:
+                    replaced.append(f"{cls.__name__}.{attr}")
+            if replaced:
+                passed = False
+                message = f"测试模块里的 {'、'.join(replaced)} 在评测中被换掉了，这个测试不算通过"
+            test_output = sink.getvalue()
+            audit(PROGRESS_EVENT, "outcome", file, name, passed, message, test_output)
+            outcomes.append(Outcome(file, name, passed, message, hidden, test_output))
 
+    audit(PROGRESS_EVENT, "done")
     status = "ok" if outcomes and all(o.passed for o in outcomes) else "fail"
     error = "" if outcomes else "没有找到任何测试"
-    return Report(status=status, outcomes=outcomes, error=error, output=load_output.getvalue())
-
-
-def _run_test_file(test: SourceFile, names: list[str], files: set[str]) -> list[Outcome]:
-    _remember_source(test.name, test.source)
-    module = types.ModuleType(_module_name(test))
-    module.__file__ = test.name
-    module.__dict__[_FMT_NAME] = _compare_message
-    sys.modules[module.__name__] = module
-    sink = _Capture()
-    try:
-        with _captured(sink):
-            exec(_compile_tests(test), module.__dict__)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:
-        message = f"测试文件 {test.name} 无法加载：\n" + _format_exception(exc, files)
-        return [Outcome(test.name, name, False, message, test.hidden) for name in names]
-
-    outcomes = []
-    for name in names:
-        func = module.__dict__.get(name)
-        sink = _Capture()
-        passed, message = False, ""
-        if not callable(func):
-            message = f"{name} 不是函数"
-        else:
-            try:
-                with _captured(sink):
-                    func()
-                passed = True
-            except KeyboardInterrupt:
-                raise
-            except AssertionError as exc:
-                message = _assertion_message(exc, test.name, files)
-            except BaseException as exc:
-                message = _format_exception(exc, files)
-        outcomes.append(Outcome(test.name, name, passed, message, test.hidden, sink.getvalue()))
-    return outcomes
+    return Report(status=status, outcomes=outcomes, error=error, output=output)
 
 
 def timeout_report(tests: list[SourceFile], seconds: float) -> Report:
@@ -428,7 +520,28 @@ def crash_report(tests: list[SourceFile], detail: str) -> Report:
     return Report(status="crash", outcomes=_all_failed(tests, "评测进程异常退出"), error=message)
 
 
+def invalid_report(tests: list[SourceFile], reason: str) -> Report:
+    """外层发现评测结果不可信（通道上的数据对不上、评测器被改动、仓库文件被改）时用：所有测试记为失败。"""
+    message = "评测结果无效，所有测试记为失败：\n" + _truncate(reason)
+    return Report(status="invalid", outcomes=_all_failed(tests, "评测结果无效"), error=message)
+
+
 # ---------------------------------------------------------------- 报告
+
+
+# 控制字符（终端转义序列、回车、退格……）和改变文字方向的 Unicode 字符：打印前写成转义形式，
+# 免得读者代码的输出改写终端里已经显示的结果。只保留换行和制表符。
+_CONTROL_CHARS = [*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+_ESCAPES = {
+    c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}")
+    for c in _CONTROL_CHARS
+    if chr(c) not in "\n\t"
+}
+
+
+def printable(text: str) -> str:
+    """把控制字符写成 ``\\x1b``、``\\u202e`` 这样的转义，换行和制表符不动。"""
+    return text.translate(_ESCAPES)
 
 
 def summary_line(report: Report) -> str:
@@ -470,7 +583,7 @@ def format_report(report: Report, show_hidden_details: bool = False) -> str:
             lines.extend(_indent(o.output, "        "))
     lines.append("")
     lines.append(summary_line(report))
-    return "\n".join(lines)
+    return printable("\n".join(lines))
 
 
 # ---------------------------------------------------------------- front matter
@@ -515,6 +628,14 @@ def check_meta(meta: dict[str, str]) -> list[str]:
     runtime = meta.get("runtime")
     if runtime and runtime not in RUNTIMES:
         problems.append(f"runtime 应为 {'|'.join(RUNTIMES)} 之一，得到 {runtime!r}")
+    limit = meta.get("time_limit")
+    if limit is not None:
+        try:
+            ok = 0 < float(limit) <= 600
+        except ValueError:
+            ok = False
+        if not ok:
+            problems.append(f"time_limit 应为 (0, 600] 之间的秒数，得到 {limit!r}")
     return problems
 
 
@@ -537,21 +658,3 @@ def run_json(request_json: str) -> str:
     if request.get("redact_hidden", True):
         report = report.redacted()
     return json.dumps(report.to_dict(), ensure_ascii=False)
-
-
-def main(argv: list[str]) -> int:
-    """``python judge_core.py REQUEST.json RESULT.json``：judge.py 在子进程里这样调用。"""
-    if len(argv) != 2:
-        print("用法：python judge_core.py REQUEST.json RESULT.json", file=sys.stderr)
-        return 2
-    with open(argv[0], encoding="utf-8") as f:
-        request = json.load(f)
-    report = grade(request["code"], _tests_from_json(request["tests"]))
-    # 结果写进文件而不是 stdout：读者代码可能绕过重定向直接写 stdout
-    with open(argv[1], "w", encoding="utf-8") as f:
-        json.dump(report.to_dict(), f, ensure_ascii=False)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import builtins
+import contextlib
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -16,6 +22,7 @@ sys.path.insert(0, str(PRACTICE))
 
 import judge  # noqa: E402
 import judge_core  # noqa: E402
+import judge_sandbox  # noqa: E402
 from judge_core import Outcome, Report, SourceFile  # noqa: E402
 
 JUDGE = PRACTICE / "judge.py"
@@ -24,13 +31,13 @@ MEMORY = PROBLEMS / "001-parse-memory-size"
 SUMMARY = re.compile(r"(\d+) passed, (\d+) failed")
 
 
-def run_judge(*args: object) -> subprocess.CompletedProcess[str]:
+def run_judge(*args: object, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     # 外层超时只是保险：评测器自己的超时失效时测试也不会挂住
     return subprocess.run(
         [sys.executable, str(JUDGE), *map(str, args)],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout,
     )
 
 
@@ -362,7 +369,8 @@ def test_browser_problems_are_stdlib_only() -> None:
 
 
 def test_self_check_passes_on_real_problems() -> None:
-    result = run_judge("--self-check")
+    # 全部题目，浏览器题还要在 Pyodide 里每次用新解释器再评一遍：忙碌的 2 核机器上要几分钟
+    result = run_judge("--self-check", timeout=1200)
     assert result.returncode == 0, result.stdout + result.stderr
     n = len(judge.problem_dirs(PROBLEMS))
     assert n >= 3
@@ -401,6 +409,9 @@ def test_self_check_on_a_good_tmp_problem(tmp_path: Path) -> None:
         ("wrong_does_not_load", "无法加载"),
         ("wrong_syntax_error", "wrong_minus.py 第 1 行有语法错误"),
         ("duplicate_number", "编号与"),
+        ("wrong_times_out", "wrong_minus.py 超时"),
+        ("wrong_crashes", "wrong_minus.py 无法加载或运行（crash）"),
+        ("wrong_cheats", "wrong_minus.py 无法加载或运行（invalid）"),
     ],
 )
 def test_self_check_detects_broken_problems(tmp_path: Path, breakage: str, expected: str) -> None:
@@ -423,8 +434,499 @@ def test_self_check_detects_broken_problems(tmp_path: Path, breakage: str, expec
         write(d / "wrong_minus.py", "def f(x)\n    return x - 1\n")
     elif breakage == "duplicate_number":
         make_problem(tmp_path, "001-other")
-    result = run_judge("--self-check", "--problems-dir", tmp_path)
+    elif breakage == "wrong_times_out":  # 超时不等于被测试抓住：机器快一点它也许就“通过”了
+        write(d / "wrong_minus.py", "def f(x):\n    while True:\n        pass\n")
+    elif breakage == "wrong_crashes":
+        write(d / "wrong_minus.py", "import os\n\n\ndef f(x):\n    os._exit(1)\n")
+    elif breakage == "wrong_cheats":
+        write(d / "wrong_minus.py", "import gc\n\n\ndef f(x):\n    return gc.get_referrers(x)\n")
+    timeout = ["--timeout", "2"] if breakage == "wrong_times_out" else []
+    result = run_judge("--self-check", "--problems-dir", tmp_path, "--no-pyodide", *timeout)
     assert result.returncode == 1, result.stdout
     assert expected in result.stdout
     _passed, failed = map(int, SUMMARY.fullmatch(last_line(result.stdout)).groups())
     assert failed >= 1
+
+
+# ---------------------------------------------------------------- 作弊与破坏：判定必须是真的
+#
+# 每个攻击写成一份恶意的答案，放进临时题目（f(x) = x + 1）里评测。除了判定失败、说明原因之外，
+# 每次都核对：题目文件没变、评测的临时目录删掉了、没有留下任何进程。
+
+DEMO_TESTS = 4  # make_problem 造的题一共 4 个测试
+FAILED_ALL = f"0 passed, {DEMO_TESTS} failed"
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> dict[str, object]:
+    """这台机器上子进程的沙箱实际启用了什么（Landlock、seccomp）。"""
+    details: dict[str, object] = {}
+    tests = [SourceFile("test_v.py", "from solution import f\ndef test_f():\n    assert f()\n")]
+    report = judge.grade_source("def f():\n    return 1\n", tests, details=details)
+    assert report.ok, judge_core.format_report(report)
+    return details
+
+
+def leftover_processes(root: Path) -> list[int]:
+    """环境变量 TMPDIR 指向 root 之下的活进程：评测的子进程和它的子孙都带着它。"""
+    found = []
+    marker = f"TMPDIR={root}".encode()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            environ = (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if marker in environ and state not in ("Z", "X"):
+            found.append(int(proc.name))
+    return found
+
+
+def wait_gone(root: Path, seconds: float = 3.0) -> list[int]:
+    """等 SIGKILL 生效：root 之下还活着的进程（等够 seconds 秒还在就返回它们）。"""
+    deadline = time.monotonic() + seconds
+    while (left := leftover_processes(root)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def snapshot_files(directory: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def attack(
+    tmp_path: Path, code: str, *args: object, wrapper: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """用命令行评测一份恶意答案，并核对它没有留下痕迹。wrapper 是包在评测器外面的 Python 代码。"""
+    problem = make_problem(tmp_path / "problems")
+    before = snapshot_files(problem)
+    judge_tmp = tmp_path / "judge-tmp"
+    judge_tmp.mkdir()
+    candidate = write(tmp_path / "attack.py", code)
+    command = [str(JUDGE), "1", str(candidate), "--problems-dir", str(tmp_path / "problems")]
+    command += map(str, args)
+    prefix = ["-c", wrapper, *command] if wrapper else command
+    try:
+        result = subprocess.run(
+            [sys.executable, *prefix],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, "TMPDIR": str(judge_tmp)},
+        )
+    finally:
+        left = wait_gone(judge_tmp)
+        for pid in left:  # 测试失败时也别让它们一直跑下去
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    assert left == [], f"评测之后还有进程活着：{left}"
+    assert list(judge_tmp.iterdir()) == [], "评测的临时目录没有删掉"
+    assert snapshot_files(problem) == before, "题目文件被改动了"
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+needs_linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="只在 Linux 上")
+
+
+@needs_linux
+def test_attack_atexit_hook_cannot_rewrite_the_result(tmp_path: Path) -> None:
+    # 旧的评测器把结果写进文件、文件路径在 sys.argv 里；现在 argv 里只有结果管道的编号
+    marker = Path("/dev/shm") / f"minisgl-judge-atexit-{uuid.uuid4().hex}"
+    code = (
+        "import atexit, os, sys\n"
+        "def forge():\n"
+        f"    open({str(marker)!r}, 'w').close()\n"
+        "    os.write(int(sys.argv[1]), b'[\"done\"]')\n"
+        "atexit.register(forge)\n"
+        "def f(x):\n    return x\n"
+    )
+    try:
+        result = attack(tmp_path, code)
+        assert result.returncode == 1
+        assert "VISIBLE-DETAIL" in result.stdout  # 照常判为答案错误
+        assert last_line(result.stdout) == FAILED_ALL
+        if marker.parent.is_dir():
+            assert not marker.exists(), "报告完之后 atexit 钩子还运行了"
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+def test_attack_forged_result_and_os_exit(tmp_path: Path) -> None:
+    forged = (
+        "import os, sys\n"
+        'payload = b\'["outcome","test_visible.py","test_one",true,"",""]\'\n'
+        "frame = len(payload).to_bytes(4, 'big') + bytes(32) + payload\n"
+        "os.write(int(sys.argv[1]), frame)\n"
+        "os._exit(0)\n"
+    )
+    result = attack(tmp_path, forged)
+    assert result.returncode == 1
+    assert "评测结果无效" in result.stdout and "签名不对" in result.stdout
+    assert last_line(result.stdout) == FAILED_ALL
+
+    quiet = attack(tmp_path / "quiet", "import os\nos._exit(0)\n")
+    assert quiet.returncode == 1
+    assert "评测进程异常退出" in quiet.stdout and "没有报告完整的结果" in quiet.stdout
+
+
+def test_attack_replacing_judge_functions(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "main = sys.modules['__main__']\n"
+        "core = sys.modules['judge_core']\n"
+        "main.main = lambda *a: None\n"
+        "core._assertion_message = lambda *a: ''\n"
+        "def f(x):\n    return x\n"
+    )
+    result = attack(tmp_path, code)
+    assert result.returncode == 1
+    assert "评测结果无效" in result.stdout and "被替换了" in result.stdout
+    assert last_line(result.stdout) == FAILED_ALL
+
+
+def test_attack_rewriting_test_sources_through_frames(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "frame = sys._getframe()\n"
+        "while frame is not None:\n"
+        "    for value in list(frame.f_locals.values()):\n"
+        "        for item in value if isinstance(value, list) else []:\n"
+        "            if hasattr(item, 'source'):\n"
+        "                item.source = 'def test_one():\\n    pass\\n'\n"
+        "    frame = frame.f_back\n"
+        "def f(x):\n    return x\n"
+    )
+    result = attack(tmp_path, code)
+    assert result.returncode == 1
+    assert "VISIBLE-DETAIL" in result.stdout  # 跑的还是原来的测试
+    assert last_line(result.stdout) == FAILED_ALL
+
+
+def test_attack_replacing_test_functions_through_frames(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "def f(x):\n"
+        "    test_globals = sys._getframe(1).f_globals\n"
+        "    for name in list(test_globals):\n"
+        "        if name.startswith('test_'):\n"
+        "            test_globals[name] = lambda: None\n"
+        "    return x\n"
+    )
+    result = attack(tmp_path, code)
+    assert result.returncode == 1
+    assert "被换掉了" in result.stdout
+    assert last_line(result.stdout) == FAILED_ALL
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        (
+            "import sys\n"
+            "def f(x):\n"
+            "    sys.audit('minisgl.judge.progress', 'outcome', 'test_visible.py', 'test_one',"
+            " True, '', '')\n"
+            "    return x\n",
+            "冒充评测器",
+        ),
+        ("import gc\ndef f(x):\n    gc.get_referrers(f)\n    return x\n", "gc.get_referrers"),
+        ("import sys\ndef f(x):\n    sys.settrace(None)\n    return x\n", "sys.settrace"),
+        ("import ctypes\nctypes.string_at(id(0), 8)\ndef f(x):\n    return x\n", "ctypes"),
+    ],
+    ids=["fake-progress-event", "gc", "settrace", "ctypes"],
+)
+def test_attack_interpreter_tricks_are_refused(tmp_path: Path, code: str, reason: str) -> None:
+    result = attack(tmp_path, code)
+    assert result.returncode == 1
+    assert "评测结果无效" in result.stdout and reason in result.stdout
+    assert last_line(result.stdout) == FAILED_ALL
+
+
+def test_attack_rewriting_the_problem_files(tmp_path: Path) -> None:
+    # 答案找到题目目录，把测试改成空的：Landlock 让它写不了；没有 Landlock 时评测后发现并改回去
+    problem = tmp_path / "problems" / "001-demo"
+    code = (
+        "from pathlib import Path\n"
+        f"for name in ('test_visible.py', 'test_hidden.py'):\n"
+        f"    Path({str(problem)!r}, name).write_text('def test_one():\\n    pass\\n')\n"
+        "def f(x):\n    return x\n"
+    )
+    result = attack(tmp_path, code)  # attack() 核对了题目文件没变
+    assert result.returncode == 1
+    assert "PermissionError" in result.stdout or "受保护的文件被改动" in result.stdout
+    assert last_line(result.stdout) == FAILED_ALL
+    again = run_judge("1", problem / "solution.py", "--problems-dir", tmp_path / "problems")
+    assert last_line(again.stdout) == f"{DEMO_TESTS} passed, 0 failed"
+
+
+def test_rewritten_problem_files_are_restored_without_landlock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    problem = make_problem(tmp_path / "problems")
+    before = snapshot_files(problem)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    code = (
+        "import os\n"
+        "from pathlib import Path\n"
+        f"Path({str(problem)!r}, 'test_visible.py').write_text('def test_one():\\n    pass\\n')\n"
+        f"os.remove(Path({str(problem)!r}, 'test_hidden.py'))\n"
+        "def f(x):\n    return x + 1\n"  # 连答案本身都是对的：改题目文件照样判为无效
+    )
+    limits = judge.Limits(landlock=False)
+    report = judge.grade_source(code, judge.load_problem(problem).tests(), limits=limits,
+                                guard=[problem])  # fmt: skip
+    assert report.status == "invalid"
+    assert "受保护的文件被改动" in report.error and "test_hidden.py" in report.error
+    assert not report.passed
+    assert snapshot_files(problem) == before
+    assert [p for p in tmp_path.iterdir() if p.name.startswith("minisgl-judge-")] == []
+
+
+@needs_linux
+def test_attack_killing_the_judge(tmp_path: Path, sandbox: dict[str, object]) -> None:
+    if not sandbox["seccomp"] and not sandbox["landlock"]:
+        pytest.skip(f"这台机器上 seccomp 与 Landlock 都用不了：{sandbox['sandbox']}")
+    code = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\ndef f(x):\n    return x + 1\n"
+    result = attack(tmp_path, code)
+    assert result.returncode == 1, result  # 评测器自己活着，给出了判定
+    assert "PermissionError" in result.stdout
+    assert last_line(result.stdout) == FAILED_ALL
+
+
+@needs_linux
+def test_attack_setsid_grandchild_is_killed(tmp_path: Path, sandbox: dict[str, object]) -> None:
+    if not sandbox["seccomp"]:
+        pytest.skip(f"没有 seccomp，读者代码能用 setsid 离开进程组：{sandbox['sandbox']}")
+    code = (
+        "import os, sys\n"
+        "if os.fork() == 0:\n"
+        "    try:\n"
+        "        os.setsid()\n"
+        "    except OSError as exc:\n"
+        "        print('setsid:', exc)\n"
+        "    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "def f(x):\n    return x + 1\n"
+    )
+    result = attack(tmp_path, code)  # attack() 核对了没有留下进程
+    assert result.returncode == 0, result.stdout  # 答案本身是对的
+
+
+@needs_linux
+def test_attack_unbounded_allocation(tmp_path: Path) -> None:
+    code = "blocks = []\nwhile True:\n    blocks.append(bytearray(16 << 20))\n"
+    result = attack(tmp_path, code, "--memory", "128")
+    assert result.returncode == 1
+    assert "MemoryError" in result.stdout and "内存上限" in result.stdout
+    assert last_line(result.stdout) == FAILED_ALL
+
+
+# 把评测器包一层，结束时报告它自己（父进程）用过的最大内存
+PEAK_RSS = (
+    "import resource, runpy, sys\n"
+    "sys.argv = sys.argv[1:]\n"
+    "try:\n"
+    "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    "except SystemExit as exc:\n"
+    "    code = exc.code\n"
+    "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+@needs_linux
+def test_attack_flooding_file_descriptor_1(tmp_path: Path) -> None:
+    code = (
+        "import os\n"
+        "chunk = b'\\x1b[2J' * (1 << 18)\n"
+        "for _ in range(300):\n"  # 300 MiB
+        "    os.write(1, chunk)\n"
+        "def f(x):\n    return x\n"
+    )
+    result = attack(tmp_path, code, wrapper=PEAK_RSS)
+    assert result.returncode == 1
+    assert f"{300 << 20} 字节的输出" in result.stdout and "超过上限" in result.stdout
+    peak_kb = int(re.search(r"PEAK_RSS_KB (\d+)", result.stderr).group(1))
+    assert peak_kb < 150 * 1024, f"评测器读输出用了 {peak_kb} KiB 内存"
+    assert last_line(result.stdout) == FAILED_ALL
+
+
+def test_attack_deleting_the_working_directory(tmp_path: Path) -> None:
+    code = "import os, shutil\nshutil.rmtree(os.getcwd(), ignore_errors=True)\n"
+    result = attack(tmp_path, code + "def f(x):\n    return x\n")
+    assert result.returncode == 1
+    assert last_line(result.stdout) == FAILED_ALL
+
+
+def test_deleted_working_directory_without_landlock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 没有 Landlock 时工作目录真的被删掉了：评测照常给出判定，也不出错
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    problem = make_problem(tmp_path / "problems")
+    code = "import os, shutil\nshutil.rmtree(os.getcwd())\ndef f(x):\n    return x + 1\n"
+    limits = judge.Limits(landlock=False)
+    report = judge.grade_source(code, judge.load_problem(problem).tests(), limits=limits)
+    assert report.ok, judge_core.format_report(report)
+    assert [p for p in tmp_path.iterdir() if p.name.startswith("minisgl-judge-")] == []
+
+
+def test_control_characters_are_escaped(tmp_path: Path) -> None:
+    code = (
+        "import os\n"
+        "def f(x):\n"
+        "    print('\\x1b[2J\\x1b[31mRED\\x07')\n"
+        "    return x\n"
+        "os.write(2, b'\\x1b]0;title\\x07')\n"
+    )
+    result = attack(tmp_path, code)
+    assert result.returncode == 1
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "\\x1b[2J\\x1b[31mRED\\x07" in result.stdout
+    crash = attack(tmp_path / "crash", "import os\nos.write(2, b'\\x1b[31mboom')\nos._exit(3)\n")
+    assert "\x1b" not in crash.stdout and "\\x1b[31mboom" in crash.stdout
+
+
+def test_time_limit_starts_after_heavy_imports(tmp_path: Path) -> None:
+    """测试文件导入 torch：导入要好几秒，但时限只有 1 秒，照样通过（导入不计时）。"""
+    pytest.importorskip("torch")
+    problem = make_problem(tmp_path / "problems", statement=STATEMENT.replace("browser", "local"))
+    write(problem / "test_visible.py", "import torch\nfrom solution import f\n\n\n"
+          "def test_one():\n    assert f(1) == 2\n")  # fmt: skip
+    details: dict[str, object] = {}
+    tests = judge.load_problem(problem).tests()
+    report = judge.grade_source("def f(x):\n    return x + 1\n", tests, 1.0, details=details)
+    assert report.ok, judge_core.format_report(report)
+    assert details["startup_s"] > details["test_s"]  # 导入 torch 算在启动里
+    loop = judge.grade_source("def f(x):\n    while True:\n        pass\n", tests, 1.0)
+    assert loop.status == "timeout"
+
+
+def test_results_are_checked_against_the_tests_sent() -> None:
+    expected = [("t.py", "test_a", False), ("t.py", "test_b", True)]
+
+    def feed(*messages: list[object]) -> judge._Run:
+        run = judge._Run(expected=expected, log=judge._Log(100))
+        for message in [["start", True, True, ""], ["load", True, "", ""], *messages]:
+            run.take(list(message))
+        return run
+
+    ok = feed(["outcome", "t.py", "test_a", True, "", ""], ["outcome", "t.py", "test_b", False,
+              "m", ""], ["done"])  # fmt: skip
+    assert ok.done and not ok.invalid
+    swapped = feed(["outcome", "t.py", "test_b", True, "", ""])
+    assert "对不上" in swapped.invalid
+    short = feed(["outcome", "t.py", "test_a", True, "", ""], ["done"])
+    assert "只报告了 1 个" in short.invalid
+    extra = feed(*[["outcome", "t.py", n, True, "", ""] for n in ("test_a", "test_b", "test_c")])
+    assert "多出来" in extra.invalid
+    wrong_type = feed(["outcome", "t.py", "test_a", "yes", "", ""])
+    assert "不认识" in wrong_type.invalid
+
+
+def test_frame_reader_checks_signatures_and_order() -> None:
+    key = b"k" * 32
+    payload = b'["start",true,true,""]'
+
+    def frame(seq: int, body: bytes, secret: bytes = key) -> bytes:
+        mac = judge_sandbox.frame_mac(secret, seq, body)
+        return len(body).to_bytes(4, "big") + mac + body
+
+    reader = judge_sandbox.FrameReader(key)
+    data = frame(0, payload) + frame(1, b'["done"]')
+    assert reader.feed(data[:10]) == []  # 不完整的消息先攒着
+    assert reader.feed(data[10:]) == [["start", True, True, ""], ["done"]]
+    with pytest.raises(judge_sandbox.ChannelError, match="签名不对"):
+        judge_sandbox.FrameReader(key).feed(frame(0, payload, b"x" * 32))
+    with pytest.raises(judge_sandbox.ChannelError, match="签名不对"):
+        judge_sandbox.FrameReader(key).feed(frame(1, payload))  # 编号不对：重放或顺序被打乱
+    with pytest.raises(judge_sandbox.ChannelError, match="格式不对"):
+        judge_sandbox.FrameReader(key).feed(frame(0, b'[1, {"a": 2}]'))
+
+
+@needs_linux
+def test_setsid_grandchild_is_found_without_seccomp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 没有 seccomp 时 setsid 能离开进程组、躲过 killpg；评测器再按环境变量 TMPDIR 找一遍
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    problem = make_problem(tmp_path / "problems")
+    code = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(120)\n"
+        "    os._exit(0)\n"
+        "def f(x):\n    return x + 1\n"
+    )
+    limits = judge.Limits(seccomp=False)
+    report = judge.grade_source(code, judge.load_problem(problem).tests(), limits=limits)
+    left = wait_gone(tmp_path)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert report.ok, judge_core.format_report(report)
+    assert left == []
+
+
+def test_time_limit_front_matter(tmp_path: Path) -> None:
+    statement = STATEMENT.replace("runtime: browser\n", "runtime: browser\ntime_limit: 1.5\n")
+    problem = make_problem(tmp_path / "problems", statement=statement)
+    assert judge.load_problem(problem).time_limit == 1.5
+    loop = write(tmp_path / "loop.py", "def f(x):\n    while True:\n        pass\n")
+    result = run_judge("1", loop, "--problems-dir", tmp_path / "problems")
+    assert result.returncode == 1
+    assert "时限 1.5 秒" in result.stdout and "超过 1.5 秒" in result.stdout
+    assert judge.load_problem(MEMORY).time_limit == judge.DEFAULT_TIMEOUT
+    for bad in ("0", "abc", "601"):
+        assert any("time_limit" in p for p in judge_core.check_meta({"time_limit": bad}))
+
+
+# 在钩子运行到一半时插进来：回收读者对象时的 __del__、信号处理函数。它们顺着栈帧找签名用的 send
+CODE_AT_HOOK_TIME = """
+import gc, os, signal, sys
+
+def forge(frame):
+    while frame is not None:
+        send = frame.f_locals.get("send")
+        if callable(send):
+            for name in ("test_one", "test_zero"):
+                send(("outcome", "test_visible.py", name, True, "", ""))
+            for name in ("test_negative", "test_big"):
+                send(("outcome", "test_hidden.py", name, True, "", ""))
+            send(("done",))
+            os._exit(0)
+        frame = frame.f_back
+
+class Bomb:
+    def __del__(self):
+        forge(sys._getframe(1))
+
+def f(x):
+    gc.set_threshold(1)  # 每分配一个对象就回收一次：钩子里一分配，__del__ 就在钩子里运行
+    for _ in range(100):
+        bomb = Bomb()
+        bomb.me = bomb
+    return x
+"""
+
+
+def test_attack_code_running_inside_the_hook(tmp_path: Path) -> None:
+    result = attack(tmp_path, CODE_AT_HOOK_TIME)
+    assert result.returncode == 1
+    assert "VISIBLE-DETAIL" in result.stdout  # 照常判为答案错误，没有伪造成功
+    assert last_line(result.stdout) == FAILED_ALL
+
+
+def test_attack_signal_handler_is_refused(tmp_path: Path) -> None:
+    code = CODE_AT_HOOK_TIME + (
+        "signal.signal(signal.SIGALRM, lambda signum, frame: forge(frame))\n"
+        "signal.setitimer(signal.ITIMER_REAL, 0.0001, 0.0001)\n"
+    )
+    result = attack(tmp_path, code)
+    assert result.returncode == 1
+    assert "signal only works in main thread" in result.stdout
+    assert last_line(result.stdout) == FAILED_ALL

@@ -427,3 +427,57 @@ def test_code_up_to_100_columns_shows_whole_at_1280_px(browser: Any, server: str
     cut = [b for b in checked if b["scroll"] > b["client"] + 1]
     assert not cut, cut
     page.close()
+
+
+def test_node_self_check_grades_each_job_in_a_fresh_interpreter() -> None:
+    """practice/judge.py --self-check 的 Pyodide 部分（Node）：和网页一样，每次评测一个新解释器。
+
+    先运行一份改掉 judge_core 的答案、再运行一份错误答案：解释器要是被复用，错误答案就会显示通过。
+    只需要 node 和 node_modules/pyodide，不需要 chromium。
+    """
+    missing = ""
+    if shutil.which("node") is None:
+        missing = "找不到 node"
+    elif not judge.PYODIDE_PACKAGE.is_file():
+        missing = "没有 node_modules/pyodide（在仓库根目录运行 npm ci）"
+    if missing:
+        if _in_ci():
+            pytest.fail(f"CI 里 Node 的 Pyodide 自检必须运行，但{missing}")
+        pytest.skip(f"跳过 Node 的 Pyodide 自检：{missing}")
+    tests = [
+        {
+            "name": "test_visible.py",
+            "source": "from solution import f\n\n\ndef test_one():\n    assert f(1) == 2\n",
+            "hidden": False,
+        }
+    ]
+    patch = (
+        "import sys\n"
+        "core = sys.modules['judge_core']\n"
+        "def fake(code, tests):\n"
+        "    names = [(t.name, n) for t in tests for n in core.list_tests(t.source)]\n"
+        "    return core.Report('ok', [core.Outcome(file, n, True) for file, n in names])\n"
+        "core._grade = fake\n"
+        "def f(x):\n    return x + 1\n"
+    )
+    wrong = "def f(x):\n    return x\n"
+    right = "def f(x):\n    return x + 1\n"
+    jobs = [patch, wrong, LEAK_SET + right, LEAK_CHECK + right, INFINITE_LOOP, wrong]
+    request = {
+        "judge_core": str(judge.JUDGE_CORE),
+        "timeout_s": 10,
+        "threads": 1,
+        "jobs": [{"code": code, "tests": tests} for code in jobs],
+    }
+    proc = subprocess.run(
+        ["node", str(judge.PYODIDE_SCRIPT)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert [r["status"] for r in answer["results"]] == ["ok", "fail", "ok", "ok", "timeout", "fail"]
+    assert len(answer["load_ms"]) == len(jobs)  # 每个任务都准备了一个新解释器
