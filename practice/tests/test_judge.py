@@ -725,15 +725,19 @@ def test_attack_unbounded_allocation(tmp_path: Path) -> None:
     assert last_line(result.stdout) == FAILED_ALL
 
 
-# 把评测器包一层，结束时报告它自己（父进程）用过的最大内存
+# 把评测器包一层，结束时报告它自己（父进程）用过的最大内存。用 /proc/self/status 的 VmHWM，
+# 不用 getrusage 的 ru_maxrss：后者把启动它的进程在 exec 之前的内存峰值也算进来（CI 里启动它的
+# pytest 进程已经导入了 torch，有 600 MB）
 PEAK_RSS = (
-    "import resource, runpy, sys\n"
+    "import runpy, sys\n"
     "sys.argv = sys.argv[1:]\n"
     "try:\n"
     "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
     "except SystemExit as exc:\n"
     "    code = exc.code\n"
-    "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    "with open('/proc/self/status') as status:\n"
+    "    peak = next(line.split()[1] for line in status if line.startswith('VmHWM:'))\n"
+    "print('PEAK_RSS_KB', peak, file=sys.stderr)\n"
     "sys.exit(code)\n"
 )
 
