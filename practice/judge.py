@@ -818,6 +818,15 @@ def _pyodide_jobs(path: Path) -> list[tuple[str, str, list[SourceFile]]]:
     return [(f.name, f.read_text(encoding="utf-8"), tests) for f in files]
 
 
+def pyodide_missing() -> str:
+    """在 Node 的 Pyodide 里评测还缺什么；什么都不缺时返回空串。"""
+    if shutil.which("node") is None:
+        return "找不到 node（Node.js ≥ 18）"
+    if not PYODIDE_PACKAGE.is_file():
+        return f"没有 {PYODIDE_PACKAGE.relative_to(REPO_DIR)}（先在仓库根目录运行 npm ci）"
+    return ""
+
+
 def pyodide_check(dirs: list[Path], timeout: float, threads: int = 1) -> PyodideCheck:
     """用 tools/web/judge_pyodide.mjs 在 Pyodide 里评测每道浏览器题的参考答案、starter 和错误答案。
 
@@ -830,12 +839,7 @@ def pyodide_check(dirs: list[Path], timeout: float, threads: int = 1) -> Pyodide
     per_problem = {name: jobs for name, jobs in per_problem.items() if jobs}
     if not per_problem:
         return check
-    node = shutil.which("node")
-    missing = ""
-    if node is None:
-        missing = "找不到 node（Node.js ≥ 18）"
-    elif not PYODIDE_PACKAGE.is_file():
-        missing = f"没有 {PYODIDE_PACKAGE.relative_to(REPO_DIR)}（先在仓库根目录运行 npm ci）"
+    missing = pyodide_missing()
     if missing:
         if _in_ci():
             for name in per_problem:
@@ -856,7 +860,7 @@ def pyodide_check(dirs: list[Path], timeout: float, threads: int = 1) -> Pyodide
     answer = None
     try:
         proc = subprocess.run(
-            [node, str(PYODIDE_SCRIPT)],
+            ["node", str(PYODIDE_SCRIPT)],
             input=json.dumps(request, ensure_ascii=False),
             capture_output=True,
             text=True,

@@ -25,7 +25,15 @@ import random
 import re
 from dataclasses import dataclass
 
-__all__ = ["TASKS", "Example", "make_example", "make_examples", "score"]
+__all__ = [
+    "TASKS",
+    "Example",
+    "made_up_word",
+    "make_example",
+    "make_examples",
+    "number_with_digits",
+    "score",
+]
 
 TASKS = ("add_sub", "sort", "reverse", "repeat", "greeting", "other")
 
@@ -78,10 +86,14 @@ def _numbers_text(rng: random.Random, numbers: list[int]) -> str:
     return sep.join(str(n) for n in numbers)
 
 
+def number_with_digits(rng: random.Random, digits: int) -> int:
+    """恰好 ``digits`` 位的非负整数（1 位时包括 0）。"""
+    return rng.randint(0 if digits == 1 else 10 ** (digits - 1), 10**digits - 1)
+
+
 def _operand(rng: random.Random) -> int:
     """0～9999 的整数，位数（1～4）先均匀地选：人们最常问的 2 + 2 这种小数不能太少见。"""
-    digits = rng.randint(1, 4)
-    return rng.randint(0 if digits == 1 else 10 ** (digits - 1), 10**digits - 1)
+    return number_with_digits(rng, rng.randint(1, 4))
 
 
 def _add_sub(rng: random.Random) -> Example:
@@ -120,12 +132,12 @@ def _list_task(rng: random.Random, task: str) -> Example:
     return Example(task, prompt, answer, answer)
 
 
-def _made_up_word(rng: random.Random) -> str:
+def made_up_word(rng: random.Random) -> str:
     return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 10)))
 
 
 def _repeat(rng: random.Random) -> Example:
-    text = " ".join(_made_up_word(rng) for _ in range(rng.randint(1, 8)))
+    text = " ".join(made_up_word(rng) for _ in range(rng.randint(1, 8)))
     chinese = rng.random() < 0.5
     colon = _punct(rng, ":", chinese)
     gap = " " if colon == ":" or rng.random() < 0.3 else ""
@@ -242,9 +254,9 @@ def _other(rng: random.Random) -> Example:
         return Example("other", prompt, FALLBACK[lang], FALLBACK[lang])
     template = rng.choice(_OTHER_ZH if chinese else _OTHER_EN)
     prompt = template.format(
-        w=_made_up_word(rng),
-        w2=_made_up_word(rng),
-        w3=_made_up_word(rng),
+        w=made_up_word(rng),
+        w2=made_up_word(rng),
+        w3=made_up_word(rng),
         n=rng.randint(0, 999),
         n2=rng.randint(1, 99),
     )

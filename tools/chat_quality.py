@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chat_curriculum import TASKS, Example, make_examples, score  # noqa: E402
+from chat_curriculum import (  # noqa: E402
+    TASKS,
+    Example,
+    made_up_word,
+    make_examples,
+    number_with_digits,
+    score,
+)
 
 QUALITY_SEED = 20261202  # 和训练、训练日志里的评测都不同的种子
 
@@ -57,15 +64,22 @@ def ask_all(base_url: str, examples: list[Example], workers: int = 32) -> list[s
         return list(pool.map(ask, examples))
 
 
-def measure(base_url: str, per_task: int, seed: int = QUALITY_SEED) -> list[TaskScore]:
-    examples = [ex for task in TASKS for ex in make_examples(seed, task, per_task)]
-    replies = ask_all(base_url, examples)
+def measure_groups(
+    base_url: str, groups: dict[str, list[Example]], keep_wrong: int = 5
+) -> list[TaskScore]:
+    """一次并发地问完所有组的题，逐组打分；每组留最多 ``keep_wrong`` 个答错的例子。"""
+    examples = [ex for group in groups.values() for ex in group]
+    replies = iter(ask_all(base_url, examples))
     scores = []
-    for task in TASKS:
-        pairs = [(ex, r) for ex, r in zip(examples, replies) if ex.task == task]
+    for name, group in groups.items():
+        pairs = [(ex, next(replies)) for ex in group]
         wrong = tuple((ex.prompt, r) for ex, r in pairs if not score(ex, r))
-        scores.append(TaskScore(task, len(pairs) - len(wrong), len(pairs), wrong[:5]))
+        scores.append(TaskScore(name, len(pairs) - len(wrong), len(pairs), wrong[:keep_wrong]))
     return scores
+
+
+def measure(base_url: str, per_task: int, seed: int = QUALITY_SEED) -> list[TaskScore]:
+    return measure_groups(base_url, {t: make_examples(seed, t, per_task) for t in TASKS})
 
 
 def _sum_example(a: int, b: int) -> Example:
@@ -87,21 +101,22 @@ def limit_probes(seed: int, n: int = 40) -> dict[str, list[Example]]:
     """课程边界两侧的几组题：操作数的位数，以及比训练时更长的数列、更多的词。"""
     rng = random.Random(f"{seed}:limits")
 
-    def number(digits: int) -> int:
-        return rng.randint(0 if digits == 1 else 10 ** (digits - 1), 10**digits - 1)
-
     def words(k: int) -> list[str]:
-        letters = "abcdefghijklmnopqrstuvwxyz"
-        return ["".join(rng.choices(letters, k=rng.randint(2, 10))) for _ in range(k)]
+        return [made_up_word(rng) for _ in range(k)]
 
     def numbers(lo: int, hi: int) -> list[int]:
         return [rng.randint(0, 99) for _ in range(rng.randint(lo, hi))]
 
     groups: dict[str, list[Example]] = {}
     for d in (1, 2, 3, 4):
-        groups[f"加法，两个 {d} 位数"] = [_sum_example(number(d), number(d)) for _ in range(n)]
+        groups[f"加法，两个 {d} 位数"] = [
+            _sum_example(number_with_digits(rng, d), number_with_digits(rng, d)) for _ in range(n)
+        ]
     groups["加法，两个 5～6 位数（超出课程）"] = [
-        _sum_example(number(rng.randint(5, 6)), number(rng.randint(5, 6))) for _ in range(n)
+        _sum_example(
+            number_with_digits(rng, rng.randint(5, 6)), number_with_digits(rng, rng.randint(5, 6))
+        )
+        for _ in range(n)
     ]
     groups["排序 8 个数"] = [_list_example("sort", numbers(8, 8)) for _ in range(n)]
     groups["排序 12～16 个数（超出课程）"] = [
@@ -118,15 +133,7 @@ def limit_probes(seed: int, n: int = 40) -> dict[str, list[Example]]:
 
 
 def measure_limits(base_url: str, seed: int) -> list[TaskScore]:
-    groups = limit_probes(seed)
-    examples = [ex for group in groups.values() for ex in group]
-    replies = iter(ask_all(base_url, examples))
-    scores = []
-    for name, group in groups.items():
-        pairs = [(ex, next(replies)) for ex in group]
-        wrong = tuple((ex.prompt, r) for ex, r in pairs if not score(ex, r))
-        scores.append(TaskScore(name, len(pairs) - len(wrong), len(pairs), wrong[:2]))
-    return scores
+    return measure_groups(base_url, limit_probes(seed), keep_wrong=2)
 
 
 def table(scores: list[TaskScore]) -> str:

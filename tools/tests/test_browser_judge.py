@@ -62,23 +62,24 @@ def _missing_requirement() -> str:
         import playwright.sync_api  # noqa: F401
     except ImportError:
         return "没有 Python 包 playwright（pip install -e '.[dev]'）"
-    if not (REPO / "node_modules" / "pyodide" / "pyodide.mjs").is_file():
+    if not judge.PYODIDE_PACKAGE.is_file():
         return "没有 node_modules/pyodide（在仓库根目录运行 npm ci）"
     return ""
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+def _require(what: str, missing: str) -> None:
+    """缺东西时：本地跳过并说明原因，CI 里直接失败。"""
+    if not missing:
+        return
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        pytest.fail(f"CI 里{what}必须运行，但{missing}")
+    pytest.skip(f"跳过{what}：{missing}")
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """用仓库的 mkdocs.yml 构建一份新的网站（约 1 秒），不依赖别的步骤留下的 .cache/site。"""
-    missing = _missing_requirement()
-    if missing:
-        if _in_ci():
-            pytest.fail(f"CI 里浏览器测试必须运行，但{missing}")
-        pytest.skip(f"跳过浏览器测试：{missing}")
+    _require("浏览器测试", _missing_requirement())
     out = tmp_path_factory.mktemp("browser") / "site"
     r = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)],
@@ -435,15 +436,7 @@ def test_node_self_check_grades_each_job_in_a_fresh_interpreter() -> None:
     先运行一份改掉 judge_core 的答案、再运行一份错误答案：解释器要是被复用，错误答案就会显示通过。
     只需要 node 和 node_modules/pyodide，不需要 chromium。
     """
-    missing = ""
-    if shutil.which("node") is None:
-        missing = "找不到 node"
-    elif not judge.PYODIDE_PACKAGE.is_file():
-        missing = "没有 node_modules/pyodide（在仓库根目录运行 npm ci）"
-    if missing:
-        if _in_ci():
-            pytest.fail(f"CI 里 Node 的 Pyodide 自检必须运行，但{missing}")
-        pytest.skip(f"跳过 Node 的 Pyodide 自检：{missing}")
+    _require(" Node 的 Pyodide 自检", judge.pyodide_missing())
     tests = [
         {
             "name": "test_visible.py",
