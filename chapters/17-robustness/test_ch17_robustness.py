@@ -1,6 +1,7 @@
 """第 17 章：服务经得起负载、断开、故障和乱七八糟的输入。
 
-- KV 不够时新请求排队等待（不抢占）：全部完成、结果和单独发时相同、没有死锁；
+- KV 不够时乐观接纳、缺页时退回请求以后重算（或整段预留、新请求等待）：全部完成、结果和单独发时
+  相同、没有死锁；
 - 256 个并发流式请求（官方 openai 客户端）：个个完整、格式正确、和非流式相同、用量对得上；
 - 50 个客户端在随机时刻断开：之后 KV 池和请求表回到空闲，后来的请求不受影响；
 - 后端进程被杀：进行中的请求得到 503 / 错误事件，启动器关掉一切、退出码非 0，不留进程和文件；
@@ -67,6 +68,13 @@ def is_idle(server: Any) -> bool:
     )
 
 
+def wait_idle(server: Any, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not is_idle(server) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert is_idle(server)
+
+
 @pytest.fixture(scope="module")
 def server(server_kit: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     log = tmp_path_factory.mktemp("ch17") / "server.log"
@@ -81,14 +89,25 @@ def server(server_kit: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         srv.stop()
 
 
-# ---------------------------------------------------------------- KV 不够：新请求等待
+# ---------------------------------------------------------------- KV 不够：乐观接纳，缺页时退回
 
 
-def test_new_requests_wait_when_kv_is_short(server_kit: Any, tmp_path: Path) -> None:
-    """KV 池只有 128 页（每页 1 个 token），每个请求要约 60 页：同一时刻最多跑两个，其余排队。
-    策略是"新请求等待"：准入时按整段生成预留 KV，跑起来的请求绝不会缺页，所以不需要抢占。
-    12 个同时到达的请求全部完成，结果和单独发时逐字相同；账目最后回到空闲。"""
-    srv = server_kit.start(tmp_path / "kv.log", "--num-pages", "128", "--max-running-reqs", "8")
+@pytest.mark.parametrize("headroom", ["8", "full"])
+def test_kv_short_requests_are_retracted_and_recomputed(
+    server_kit: Any, tmp_path: Path, headroom: str
+) -> None:
+    """KV 池只有 128 页（每页 1 个 token），12 个请求各要约 58 页，同时到达（先冻住调度器，
+    等 API Server 把它们全收下再放开，所以它们在同一步进调度器）。
+
+    - ``--kv-headroom 8``（乐观接纳）：每个请求只预留往后 8 个 token，一下接纳好几个，decode 中途
+      缺页，最晚接纳的被退回队列、以后重算；
+    - ``--kv-headroom full``（第 8 章的整段预留）：同时最多跑两个，永远不退回。
+
+    两种都全部完成，结果和单独发时逐字相同，账目最后回到空闲。"""
+    srv = server_kit.start(
+        tmp_path / "kv.log",
+        *("--num-pages", "128", "--max-running-reqs", "8", "--kv-headroom", headroom),
+    )
     try:
         body = {"max_tokens": 48, "temperature": 0, "ignore_eos": True}
         prompts = [f"Question {i}: what is {i} + {i}?" for i in range(12)]
@@ -101,18 +120,27 @@ def test_new_requests_wait_when_kv_is_short(server_kit: Any, tmp_path: Path) -> 
         # 前提：KV 池装不下所有请求（每页 1 个 token：提示 + 48 个输出，约 58 页一个）
         assert len(prompts) * (48 + 8) > 128
         alone = [ask(p) for p in prompts[:3]]
-        with ThreadPoolExecutor(12) as pool:
-            together = list(pool.map(ask, prompts))
+        scheduler = worker(srv.proc.pid, "minisgl::scheduler_0")
+        scheduler.suspend()
+        try:
+            with ThreadPoolExecutor(12) as pool:
+                futures = [pool.submit(ask, p) for p in prompts]
+                deadline = time.monotonic() + 60
+                while srv.metrics()["minisgl_http_requests_in_flight"] < 12:
+                    assert time.monotonic() < deadline, "API Server 没有收下全部请求"
+                    time.sleep(0.05)
+                scheduler.resume()
+                together = [f.result(timeout=300) for f in futures]
+        finally:
+            scheduler.resume()
         assert together[:3] == alone
         assert all(len(t) > 0 for t in together)
-        # 最后一个请求必然等过（轮询 /metrics 也能看到 waiting_requests > 0，但在 GPU 上
-        # 排队的时间太短，未必轮询得到：这里不拿时间做断言）
+        wait_idle(srv)  # 调度器变成空闲时一定报一次账：之后读到的退回次数是最终的
+        retracted = srv.metrics()["minisgl_requests_retracted_total"]
+        assert (retracted > 0) if headroom == "8" else (retracted == 0)
     finally:
         try:
-            deadline = time.monotonic() + 30
-            while not is_idle(srv) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert is_idle(srv)
+            wait_idle(srv)
         finally:
             assert srv.stop() == 0
 
@@ -518,7 +546,4 @@ def test_fuzz_openapi_schema(server: Any) -> None:
     assert not failures, failures[:5]
     assert sum(ran.values()) >= 6 * FUZZ_EXAMPLES // 2, ran
     assert httpx.get(server.url("/health"), timeout=30).status_code == 200
-    deadline = time.monotonic() + 60
-    while not is_idle(server) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert is_idle(server)
+    wait_idle(server, timeout=60)

@@ -64,6 +64,9 @@ class SchedulerStats(BaseFrontendMsg):
     kv_pages_cached: int  # 前缀缓存里没人用、可以淘汰的页
     rows_free: int  # 请求表的空闲行
     rows_total: int
+    # >> ch17
+    retracted: int = 0  # 开服以来，decode 缺页时退回等待队列的次数（第 17 章）
+    # << ch17
 
 
 __all__ += ["SchedulerStats"]

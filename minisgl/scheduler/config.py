@@ -26,6 +26,11 @@ class SchedulerConfig(EngineConfig):
     # 停止符；None 表示读模型的 config.json / generation_config.json（测试里可以指定一个）
     eos_token_ids: tuple[int, ...] | None = None
     tp_info: DistributedInfo = field(default_factory=lambda: DistributedInfo(0, 1))
+    # >> ch17
+    # 接纳新请求时，为每个运行中的请求预留往后几个 token 的页（乐观接纳）。None：预留到生成完
+    # （第 8 章的规则，永远不会缺页，但没写 max_tokens 的请求会占住整个上下文那么多页）
+    kv_headroom: int | None = 256
+    # << ch17
     # >> ch14
     # 多进程服务时的 ZMQ 地址；都是 None 时调度器在本进程里离线运行（LocalIO）
     zmq_backend_addr: str | None = None  # tokenizer → rank 0：rank 0 绑定一个 PULL
@@ -38,3 +43,7 @@ class SchedulerConfig(EngineConfig):
         super().__post_init__()
         if self.max_extend_tokens < 1:
             raise ValueError(f"max_extend_tokens must be >= 1, got {self.max_extend_tokens}")
+        # >> ch17
+        if self.kv_headroom is not None and self.kv_headroom < 0:
+            raise ValueError(f"kv_headroom must be >= 0 or None, got {self.kv_headroom}")
+        # << ch17

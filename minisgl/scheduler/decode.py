@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import (
+    # >> ch17
+    Callable,
+    # << ch17
+    Iterable,
+)
 
 from .cache import CacheManager
 from .utils import SchedReq
@@ -39,12 +44,32 @@ class DecodeManager:
     def remove(self, req: SchedReq) -> None:
         self._running.pop(req.uid, None)
 
+    # >> ch17
+    def retract_order(self) -> list[SchedReq]:
+        """缺页时退回请求的顺序：最晚加入的先退——它算过的最少，重算最便宜；先来的先完成。"""
+        return list(reversed(self._running.values()))
+
+    # << ch17
     # >> ch11
     def get(self, uid: int) -> SchedReq | None:
         return self._running.get(uid)
 
     # << ch11
-    def reserved_pages(self, cache: CacheManager) -> int:
+    def reserved_pages(
+        self,
+        cache: CacheManager,
+        # >> ch17
+        reserve_until: Callable[[SchedReq], int] | None = None,
+        # << ch17
+    ) -> int:
         """运行中的请求将来还要的页：各自生成到头时需要的页数，减去已经拿到的。
         接纳新请求时先扣掉这些，decode 就永远不会因为没页而卡住。"""
-        return sum(cache.pages_for(r.max_device_len) - len(r.pages) for r in self._running.values())
+        running = self._running.values()
+        # ~~ ch08 < ch17
+        # ~ return sum(cache.pages_for(r.max_device_len) - len(r.pages) for r in running)
+        # ~~
+        # >> ch17
+        # 第 17 章：乐观接纳时只预留到 reserve_until(r)，decode 就可能缺页，要退回请求
+        until = reserve_until or (lambda r: r.max_device_len)
+        return sum(cache.pages_for(until(r)) - len(r.pages) for r in running)
+        # << ch17

@@ -21,10 +21,22 @@ class PrefillManager:
     任何一条不满足就停下——队头的请求不被跳过（否则长请求可能永远等下去）。
     """
 
-    def __init__(self, cache: CacheManager, table: ReqTable, max_extend_tokens: int) -> None:
+    def __init__(
+        self,
+        cache: CacheManager,
+        table: ReqTable,
+        max_extend_tokens: int,
+        # >> ch17
+        headroom: int | None = None,
+        # << ch17
+    ) -> None:
         self.cache = cache
         self.table = table
         self.max_extend_tokens = max_extend_tokens
+        # >> ch17
+        # 乐观接纳（第 17 章）：每个请求只预留往后 headroom 个 token 的页；None：预留到生成完
+        self.headroom = headroom
+        # << ch17
         self.pending: deque[PendingReq] = deque()
         # >> ch09
         self.chunked: SchedReq | None = None  # 提示还没算完的那个请求（最多一个）
@@ -47,10 +59,23 @@ class PrefillManager:
         # >> ch09
         if self.chunked is not None:  # 上一步没算完的请求排在最前面，接着算下一块
             req, self.chunked = self.chunked, None
+            # >> ch17
+            # 乐观接纳时，它预留的页可能已经被 decode 用掉了：这一块放不下就先等着，这一步去
+            # decode（decode 缺页时会退回请求，页总会空出来）。它排在队头，后面的请求也等着
+            end = req.cached_len + min(len(req.input_ids) - req.cached_len, budget)
+            if self.cache.pages_for(end) - len(req.pages) > self.cache.available_pages:
+                self.chunked = req
+                return []
+            # << ch17
             self._take_chunk(req, budget)
             self.cache.ensure_pages(req, req.device_len)  # 这一块要用的页
             budget -= req.extend_len
-            reserved_pages += self.cache.pages_for(req.max_device_len) - len(req.pages)
+            # ~~ ch09 < ch17
+            # ~ reserved_pages += self.cache.pages_for(req.max_device_len) - len(req.pages)
+            # ~~
+            # >> ch17
+            reserved_pages += self.cache.pages_for(self.reserve_until(req)) - len(req.pages)
+            # << ch17
             admitted.append(req)
         # << ch09
         while self.pending and self.table.num_free > 0:
@@ -68,7 +93,15 @@ class PrefillManager:
             # ~~
             # 先锁住匹配到的前缀：锁住的页不再算"可淘汰"，下面的可用页数才是真的
             self.cache.prefix_cache.lock(handle)
-            total_pages = self.cache.pages_for(len(pending.input_ids) + pending.output_len)
+            # ~~ ch08 < ch17
+            # ~ total_pages = self.cache.pages_for(len(pending.input_ids) + pending.output_len)
+            # ~~
+            # >> ch17
+            ahead = pending.output_len  # 往后要预留几个 token 的页
+            if self.headroom is not None:
+                ahead = min(ahead, self.headroom)
+            total_pages = self.cache.pages_for(len(pending.input_ids) + ahead)
+            # << ch17
             need = total_pages - len(cached_pages)
             if need > self.cache.available_pages - reserved_pages:
                 self.cache.prefix_cache.unlock(handle)
@@ -84,6 +117,11 @@ class PrefillManager:
                 pages=list(cached_pages),
                 cache_handle=handle,
             )
+            # >> ch17
+            if pending.generated:  # 退回过的请求：提示还是原来那么长，output_len 也按原来的算
+                req.prompt_len -= pending.generated
+                req.output_len += pending.generated
+            # << ch17
             self.cache.write_row(req)  # 命中的前缀页
             # >> ch09
             self._take_chunk(req, budget)  # 提示比剩下的预算长时，这一步只算放得下的那一块
@@ -94,6 +132,19 @@ class PrefillManager:
             admitted.append(req)
         return admitted
 
+    # >> ch17
+    def reserve_until(self, req: SchedReq) -> int:
+        """接纳新请求时，要为运行中的 ``req`` 预留到第几个 token：乐观接纳只留到眼下之后
+        ``headroom`` 个 token（提示没算完的，先算上整个提示），否则留到生成完。"""
+        if self.headroom is None:
+            return req.max_device_len
+        return min(req.max_device_len, max(req.device_len, len(req.input_ids)) + self.headroom)
+
+    def requeue(self, req: PendingReq) -> None:
+        """被退回的请求排回队头：它比所有还在排队的请求来得早。"""
+        self.pending.appendleft(req)
+
+    # << ch17
     # >> ch11
     def abort(self, uid: int) -> PendingReq | SchedReq | None:
         """从等待队列里拿掉 ``uid``：还没接纳的返回 ``PendingReq``（什么都没占），正在分块的

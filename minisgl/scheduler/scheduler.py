@@ -98,9 +98,19 @@ class Scheduler:
             self.engine.page_table,
             create_prefix_cache(config.cache_type, self.engine.page_size),
         )
-        self.prefill_manager = PrefillManager(self.cache, self.table, config.max_extend_tokens)
+        # ~~ ch08 < ch17
+        # ~ self.prefill_manager = PrefillManager(self.cache, self.table, config.max_extend_tokens)
+        # ~~
+        # >> ch17
+        self.prefill_manager = PrefillManager(
+            self.cache, self.table, config.max_extend_tokens, config.kv_headroom
+        )
+        # << ch17
         self.decode_manager = DecodeManager()
         self.stats = {"prefill_steps": 0, "decode_steps": 0, "prefill_tokens": 0}
+        # >> ch17
+        self.stats["retracted"] = 0  # decode 缺页时退回等待队列的次数
+        # << ch17
         # >> ch11
         # 重叠调度：前向放在自己的流上，处理结果晚一步。上一步发出去、还没处理的前向在 in_flight
         self.overlap = not ENV.DISABLE_OVERLAP_SCHEDULING
@@ -182,19 +192,29 @@ class Scheduler:
         if self.in_flight is not None:  # 最后一个 token 已经发出去、结果还没处理：页还没还
             seen = {id(r) for r in live}
             live += [r for r in self.in_flight.batch.reqs if id(r) not in seen]  # type: ignore[misc]
-            live = [r for r in live if not r.finished]
+            live = [r for r in live if not r.released]
         # << ch11
         return live
 
     def schedule_next_batch(self) -> Batch | None:
         """prefill 优先：能接纳新请求就做 prefill，否则 decode 全部运行中的请求。"""
-        reserved = self.decode_manager.reserved_pages(self.cache)
+        # ~~ ch08 < ch17
+        # ~ reserved = self.decode_manager.reserved_pages(self.cache)
+        # ~~
+        # >> ch17
+        reserved = self.decode_manager.reserved_pages(
+            self.cache, self.prefill_manager.reserve_until
+        )
+        # << ch17
         reqs = self.prefill_manager.schedule(reserved)
         if reqs:
             return Batch(reqs, "prefill")  # type: ignore[arg-type]
         running = self.decode_manager.running
         if not running:
             return None
+        # >> ch17
+        running = self._make_room_for_decode(running)
+        # << ch17
         # ~~ ch08 < ch19
         # ~ for req in running:  # decode 这一步要写第 device_len 个 token 的 KV：跨页时补一页
         # ~     self.cache.ensure_pages(req, req.device_len)
@@ -205,6 +225,54 @@ class Scheduler:
         # << ch19
         return Batch(running, "decode")  # type: ignore[arg-type]
 
+    # >> ch17
+    def _make_room_for_decode(self, running: list[SchedReq]) -> list[SchedReq]:
+        """decode 这一步每个请求写一个 token，跨页的要补一页。能拿到的页不够时，按
+        ``retract_order`` 把请求退回等待队列，直到够为止；返回留下的请求（原来的顺序）。
+
+        只剩一个请求还不够，就连正在分块的那个也退回——只剩一个请求时一定够：``_validate``
+        保证了每个请求单独放得下整个池子，别人的页都已经还回来或者可以淘汰。
+        """
+
+        def missing(reqs: list[SchedReq]) -> int:
+            return sum(max(0, self.cache.pages_for(r.device_len) - len(r.pages)) for r in reqs)
+
+        keep = list(running)
+        victims = self.decode_manager.retract_order()
+        while missing(keep) > self.cache.available_pages and len(keep) > 1:
+            victim = victims.pop(0)
+            self._retract(victim)
+            keep.remove(victim)
+        chunked = self.prefill_manager.chunked
+        if missing(keep) > self.cache.available_pages and chunked is not None:
+            self._retract(chunked)
+        return keep
+
+    def _retract(self, req: SchedReq) -> None:
+        """把占着行和页的请求退回等待队列的最前面，以后重算（recompute）。
+
+        已经生成的 token 并进它的提示：重新接纳时从"提示 + 已生成"接着算，客户端只看到流停顿了
+        一会儿。它算过的 KV 先交给前缀缓存（``_free_req`` 里的 ``cache_req``），重新接纳前没被
+        淘汰的话，重算只是一次前缀命中。
+        """
+        if req is self.prefill_manager.chunked:
+            self.prefill_manager.chunked = None
+        req.retracted = True  # 重叠调度时，正在前向的那一步里它的结果到达时跳过
+        self._free_req(req)
+        generated = len(req.input_ids) - req.prompt_len
+        self.prefill_manager.requeue(
+            PendingReq(
+                req.uid,
+                req.input_ids,
+                req.sampling_params,
+                output_len=req.output_len - generated,
+                generated=generated,
+            )
+        )
+        self.stats["retracted"] += 1
+        logger.info(f"retracted request {req.uid} after {generated} tokens: out of KV pages")
+
+    # << ch17
     # >> ch14
     def _record_step(self, batch: Batch) -> None:
         step = (
@@ -312,7 +380,7 @@ class Scheduler:
             # >> ch11
             # 重叠调度下，一个请求在第 N 步结束（或被中止）之前，第 N+1 步已经把它算了进去：
             # 那一步的 token 丢掉。它在结束时已经释放过了，这里绝不能再释放一次（PR #111）
-            if req.finished:
+            if req.released:
                 continue
             # << ch11
             req.append_host(token)

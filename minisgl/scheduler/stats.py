@@ -33,6 +33,9 @@ def snapshot(scheduler: Scheduler) -> SchedulerStats:
         kv_pages_cached=cache.prefix_cache.size_info[0],  # 没人用、可以淘汰的前缀缓存
         rows_free=scheduler.table.num_free,
         rows_total=scheduler.config.max_running_reqs,
+        # >> ch17
+        retracted=scheduler.stats["retracted"],
+        # << ch17
     )
 
 

@@ -28,6 +28,11 @@ class PendingReq:
     input_ids: torch.Tensor  # CPU 上的一维 int32 张量
     sampling_params: SamplingParams = field(default_factory=SamplingParams)
     output_len: int = 0  # 校验时算出：最多生成几个 token
+    # >> ch17
+    # 被退回队列的请求（第 17 章）：已经生成的 token 并进了 input_ids，这是其中生成的个数；
+    # output_len 是还能生成的个数
+    generated: int = 0
+    # << ch17
 
 
 # >> ch11
@@ -51,6 +56,10 @@ class SchedReq(Req):
     pages: list[int] = field(default_factory=list)
     cache_handle: CacheHandle = field(default_factory=lambda: CacheHandle(0))
     finish_reason: FinishReason | None = None
+    # >> ch17
+    # 被退回了等待队列（第 17 章）：行和页已经还回去；重新接纳时是另一个对象
+    retracted: bool = False
+    # << ch17
 
     # >> ch09
     @property
@@ -59,6 +68,18 @@ class SchedReq(Req):
         return self.device_len < len(self.input_ids)
 
     # << ch09
+    # >> ch11
+    @property
+    def released(self) -> bool:
+        """行和页已经还回去了：请求结束（或被中止）了。重叠调度时它可能还在正在前向的那一批里。"""
+        # ~~ ch11 < ch17
+        # ~ return self.finished
+        # ~~
+        # >> ch17
+        return self.finished or self.retracted  # 被退回队列（第 17 章）的也一样
+        # << ch17
+
+    # << ch11
     @property
     def finished(self) -> bool:
         return self.finish_reason is not None

@@ -170,6 +170,15 @@ def _build_parser() -> argparse.ArgumentParser:
         choices=["radix", "naive"],
         help="前缀缓存：radix 复用相同前缀，naive 不缓存",
     )
+    # >> ch17
+    p.add_argument(
+        "--kv-headroom",
+        type=_headroom,
+        default=d.kv_headroom,
+        help="接纳新请求时为每个运行中的请求预留往后多少个 token 的 KV；"
+        "full：预留到生成完（永不退回请求，但没写 max_tokens 的请求占住整个上下文）",
+    )
+    # << ch17
     p.add_argument("--attention-backend", default=d.attention_backend)
     p.add_argument(
         "--num-tokenizer",
@@ -184,6 +193,12 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# >> ch17
+def _headroom(text: str) -> int | None:
+    return None if text == "full" else int(text)
+
+
+# << ch17
 def _model_path(given: str | None) -> str:
     if given is not None:
         return os.path.expanduser(given)

@@ -64,7 +64,13 @@ class Histogram:
         return out
 
 
-# 调度器账目：SchedulerStats 的字段 → (指标名, 说明)。都是 gauge（此刻的值）
+# ~~ ch16 < ch17
+# ~ # 调度器账目：SchedulerStats 的字段 → (指标名, 说明)。都是 gauge（此刻的值）
+# ~~
+# >> ch17
+# 调度器账目：SchedulerStats 的字段 → (指标名, 说明)。名字以 _total 结尾的是 counter（只增不减），
+# 其余是 gauge（此刻的值）
+# << ch17
 _SCHEDULER_GAUGES = {
     "running": ("running_requests", "调度器里正在运行的请求数（包括正在分块预填充的）。"),
     "waiting": ("waiting_requests", "排队等待进入批次的请求数。"),
@@ -73,6 +79,9 @@ _SCHEDULER_GAUGES = {
     "kv_pages_cached": ("kv_pages_cached", "前缀缓存里没人使用、可以淘汰的页数。"),
     "rows_free": ("request_rows_free", "请求表里空闲的行数。"),
     "rows_total": ("request_rows_capacity", "请求表的总行数（最多同时运行的请求数）。"),
+    # >> ch17
+    "retracted": ("requests_retracted_total", "decode 缺页时退回等待队列（以后重算）的次数。"),
+    # << ch17
 }
 
 
@@ -110,7 +119,13 @@ class Metrics:
         if self.scheduler is not None:  # 调度器还没报过账时不编造数字
             for f in fields(self.scheduler):
                 name, help_text = _SCHEDULER_GAUGES[f.name]
-                one(name, "gauge", help_text, getattr(self.scheduler, f.name))
+                # ~~ ch16 < ch17
+                # ~ one(name, "gauge", help_text, getattr(self.scheduler, f.name))
+                # ~~
+                # >> ch17
+                kind = "counter" if name.endswith("_total") else "gauge"  # 退回的次数只增不减
+                one(name, kind, help_text, getattr(self.scheduler, f.name))
+                # << ch17
             s = self.scheduler
             used = s.kv_pages_total - s.kv_pages_free - s.kv_pages_cached
             one("kv_pages_used", "gauge", "正在使用的页：运行中的请求和它们锁住的前缀缓存。", used)

@@ -1,4 +1,4 @@
-"""练习 050：整段预留的准入——KV 不够时新请求排队，不抢占、不死锁、不饿死。"""
+"""练习 050：乐观接纳与退回——KV 不够时新请求在队头等，decode 缺页时最晚接纳的请求让路。"""
 
 from __future__ import annotations
 
@@ -22,7 +22,14 @@ def plan(
 
 
 def simulate(
-    num_pages: int, page_size: int, max_running: int, requests: list[Request]
+    num_pages: int,
+    page_size: int,
+    max_running: int,
+    requests: list[Request],
+    headroom: int | None = None,
 ) -> list[tuple[int, str, int]]:
-    """逐步模拟到达、准入、生成，返回 [(步, "reject" | "admit" | "finish", uid), ...]。"""
+    """逐步模拟到达、准入、生成（缺页时退回），返回 [(步, 事件, uid), ...]。
+
+    事件是 "reject"、"admit"、"retract"、"finish" 之一。headroom=None 时预留到生成完（第 8 章）。
+    """
     raise NotImplementedError("在这里实现 simulate")
