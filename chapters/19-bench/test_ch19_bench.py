@@ -6,8 +6,12 @@
 - 屋顶线的下限：手算的小例子；百分位数和 torch.quantile 一致；
 - RMSNorm（可带残差）和 RoPE 的 Triton 版与 ``ops.py`` 的 PyTorch 写法一致：二维、三维的跨步视图、
   原地写回；不在 CUDA 上时由 Triton 的解释器执行，在 GPU 上（和包里一样挑设备）再测 bfloat16；
-- 报告：表格里有该有的数，SVG 是合法的 XML，同一个 JSON 画出同一张图；
-- 端到端：``python -m minisgl.benchmark --preset quick`` 跑完四项，JSON 里的数自洽。
+- 重复测量：先预热一次（不记），再量 N 次，报告中位数、最小、最大值（假的测量，不计时）；
+- 报告：早先只量一次的 JSON 和现在带统计的 JSON 都排得成表，SVG 是合法的 XML，同一个 JSON
+  画出同一张图；
+- 端到端：``python -m minisgl.benchmark --preset quick`` 跑完四项，JSON 里的数自洽：每一行都量了
+  预设的次数，两种 transformers 都在（或者记下了错误），对话接口带、不带 max_tokens 的客户端都
+  恰好读了要求的 token 数。
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import pytest
 import torch
 
 from minisgl.benchmark import load_results, make_workload, render_markdown, save_results
+from minisgl.benchmark.__main__ import PRESETS
+from minisgl.benchmark.offline import repeat, summarize
 from minisgl.benchmark.online import percentile
 from minisgl.benchmark.report import render_plots
 from minisgl.benchmark.roofline import DeviceRoof, ModelCost, step_floor, workload_floor
@@ -172,18 +178,44 @@ SAMPLE: dict[str, Any] = {
 }  # fmt: skip
 
 
+def test_repeat_warms_up_then_reports_the_median() -> None:
+    calls: list[int] = []
+    fake = {0: 99.0, 1: 3.0, 2: 1.0, 3: 2.0, 4: 10.0}  # 预热那次最慢：不该算进去
+
+    def measure(i: int) -> float:
+        calls.append(i)
+        return fake[i]
+
+    stats = repeat(measure, 4)
+    assert calls == [0, 1, 2, 3, 4]
+    assert stats == {"median": 2.5, "min": 1.0, "max": 10.0, "runs": 4,
+                     "samples": [3.0, 1.0, 2.0, 10.0]}  # fmt: skip
+    warm: list[str] = []
+    calls.clear()
+    stats = repeat(measure, 1, warmup=lambda: warm.append("x"))  # 自己的预热代替 measure(0)
+    assert warm == ["x"] and calls == [1]
+    assert stats["median"] == stats["min"] == stats["max"] == 3.0 and stats["runs"] == 1
+    with pytest.raises(ValueError):
+        repeat(measure, 0)
+    with pytest.raises(ValueError):
+        summarize([])
+
+
 def test_report_tables_and_plots(tmp_path: Path) -> None:
+    """早先的 JSON：每项只有一个数、只有一种 transformers（提交的 results.h200.json 就是这样）。"""
     path = tmp_path / "r.json"
     save_results(SAMPLE, path)
     results = load_results(path)
     assert results == SAMPLE
     text = render_markdown(results)
-    assert "| mini-sglang（本书） | 2.0 | 500 |" in text
-    assert "| transformers generate | 20.0 | 50 |" in text
-    assert "| 屋顶线下限 | 0.5 | 2,000 |" in text
+    assert "| mini-sglang（本书） | 2.0 | 500 | — | 25 % |" in text
+    assert "| transformers generate | 20.0 | 50 | 10.0× | 2 % |" in text
+    assert "| 屋顶线下限 | 0.5 | 2,000 | — | 100 % |" in text
     assert "**10.0 倍**" in text
-    assert "| 8 | 3.00 | 45.00 | 15.0× | 0.600 |" in text
+    assert "| 8 | 3.00 | 45.00 | 15.0× | 0.600 | 20 % |" in text
+    assert "| transformers generate | 5,000 | 2.0× | 0 % |" in text
     assert "| 8 | 16 | 9.0 / 12.0 | 1.50 / 3.00 | 0.030 | 256 |" in text
+    assert "8 个客户端的 TPOT p50 是 1 个客户端的 **1.50 倍**" in text
     assert "4,000 GB/s" in text and "700.0 TFLOP/s" in text
     svg = render_plots(results)
     root = ET.fromstring(svg)
@@ -195,27 +227,97 @@ def test_report_tables_and_plots(tmp_path: Path) -> None:
         load_results(bad)
 
 
+def _stats(*samples: float) -> dict[str, Any]:
+    return summarize(samples)
+
+
+def test_report_with_spread_and_two_peers() -> None:
+    """现在的 JSON：每项是几次测量的统计；编译的那种出错时记下错误，出错之前量完的照常显示。"""
+    r = json.loads(json.dumps(SAMPLE))
+    r["settings"] = {"runs": 3, "hf_offline_runs": 1, "decode_steps": 8, "hf_decode_steps": 4}
+    r["peers"] = {
+        "hf": {"label": "x"},
+        "hf_compiled": {"label": "y", "error": "RuntimeError: boom"},
+    }
+    off = r["offline"]
+    off["ours"] = {"output_tokens": 1000, "seconds": _stats(1.9, 2.0, 2.2),
+                   "tokens_per_s": _stats(1000 / 1.9, 500.0, 1000 / 2.2)}  # fmt: skip
+    off["hf"] = {"output_tokens": 1000, "seconds": _stats(20.0), "tokens_per_s": _stats(50.0)}
+    for d in r["decode"]:
+        d["ours_ms"] = _stats(d["ours_ms"], 1.1 * d["ours_ms"], 0.9 * d["ours_ms"])
+        d["hf_ms"] = _stats(d["hf_ms"], d["hf_ms"], d["hf_ms"])
+    r["decode"][0]["hf_compiled_ms"] = _stats(4.0, 4.0, 4.0)
+    r["prefill"]["ours_tokens_per_s"] = _stats(1e4, 9e3, 1.2e4)
+    chat = {**SAMPLE["online"]["levels"][1], "clients": 4, "tokens_read": {"min": 16, "max": 16},
+            "peak_running": 4, "peak_waiting": 0}  # fmt: skip
+    r["online"]["chat"] = [{**chat, "max_tokens_sent": True}, {**chat, "max_tokens_sent": False}]
+    text = render_markdown(r)
+    assert "再量 3 次" in text and "离线负载量 1 次" in text
+    assert "| mini-sglang（本书） | 2.0 (±10 %) | 500 (±9 %) | — | 25 % |" in text
+    assert "| transformers generate | 20.0（1 次） | 50（1 次） | 10.0× | 2 % |" in text
+    assert "| transformers 静态缓存 + torch.compile | — | — | — | — |" in text
+    assert "出错，没有跑完：`RuntimeError: boom`" in text
+    assert "| 1 | 2.00 (±10 %) | 40.00 (±0 %) | 4.00 (±0 %) | 20.0× | 2.0× | 0.500 | 25 % |" in text
+    assert "| 8 | 3.00 (±10 %) | 45.00 (±0 %) | — | 15.0× | — | 0.600 | 20 % |" in text
+    assert "| 本书 | 10,000 (±20 %) | — | 1 % |" in text
+    assert "| max_tokens=16 | 256 | 9.0 / 12.0 | 1.50 / 3.00 | 4 | 0 | 16 |" in text
+    assert "| 不带 max_tokens | 256 | 9.0 / 12.0 | 1.50 / 3.00 | 4 | 0 | 16 |" in text
+    ET.fromstring(render_plots(r))
+
+
+def _is_stats(x: dict[str, Any], runs: int) -> bool:
+    return x["runs"] == runs == len(x["samples"]) and x["min"] <= x["median"] <= x["max"]
+
+
 def test_quick_benchmark_end_to_end(tmp_path: Path) -> None:
+    quick = PRESETS["quick"]
     out = tmp_path / "quick.json"
     cmd = [sys.executable, "-m", "minisgl.benchmark", "--preset", "quick", "--out", str(out)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     r = json.loads(out.read_text())
     assert r["meta"]["command"].endswith("--preset quick --out " + str(out))
+    assert r["settings"]["runs"] == quick.runs
     w = r["offline"]["workload"]
     assert w == make_workload(16, (16, 64), (16, 64)).describe()
-    for key in ("ours", "hf"):  # 两边都按要求的输出长度计数
-        assert r["offline"][key]["output_tokens"] == w["output_tokens"]
-        assert r["offline"][key]["tokens_per_s"] > 0
-    assert 0 < r["offline"]["floor_s"] < r["offline"]["ours"]["seconds"]
+    # 编译的那种（CPU 上用 eager 后端）要么跑完、真的抓到了图，要么记下了错误
+    compiled = r["peers"]["hf_compiled"]
+    assert compiled["backend"] == "eager"
+    assert "error" in compiled or compiled["graphs"] > 0
+    peers = ["hf"] + (["hf_compiled"] if "error" not in compiled else [])
+    for key in ("ours", *peers):  # 都按要求的输出长度计数
+        x = r["offline"][key]
+        assert x["output_tokens"] == w["output_tokens"]
+        runs = quick.runs if key == "ours" else quick.hf_offline_runs
+        assert _is_stats(x["seconds"], runs) and _is_stats(x["tokens_per_s"], runs)
+        assert x["tokens_per_s"]["min"] > 0
+        assert _is_stats(r["prefill"][f"{key}_tokens_per_s"], quick.runs)
+    assert 0 < r["offline"]["floor_s"] < r["offline"]["ours"]["seconds"]["min"]
     assert [d["batch_size"] for d in r["decode"]] == [1, 8]
     # decode 一步是两次运行之差：忙碌的机器上可能差出 0 甚至负数，这里只查报告的形状，不查快慢
-    assert all(math.isfinite(d["ours_ms"]) and math.isfinite(d["hf_ms"]) for d in r["decode"])
-    assert all(d["floor_ms"] > 0 for d in r["decode"])
+    for d in r["decode"]:
+        assert d["floor_ms"] > 0
+        for key in ("ours", *peers):
+            assert _is_stats(d[f"{key}_ms"], quick.runs)
+            assert all(math.isfinite(x) for x in d[f"{key}_ms"]["samples"])
     levels = r["online"]["levels"]
     assert [(x["clients"], x["requests"]) for x in levels] == [(1, 2), (4, 8)]
     assert all(x["ttft_p50_ms"] <= x["ttft_p99_ms"] for x in levels)
-    assert "本书的引擎是 transformers 的" in proc.stdout
+    with_max, without, reserved = r["online"]["chat"]
+    assert [(x["kv_headroom"], x["max_tokens_sent"]) for x in r["online"]["chat"]] == [
+        ("256", True),
+        ("256", False),
+        ("full", False),
+    ]
+    for x in (with_max, without, reserved):  # 三种都恰好读了要求的 token 数
+        assert x["clients"] == quick.online_chat_clients
+        assert x["requests"] == quick.online_chat_clients * quick.online_rounds
+        assert x["tokens_read"] == {"min": quick.online_tokens, "max": quick.online_tokens}
+        # 峰值是轮询 /metrics 看到的：GPU 上这么短的请求可能一次也没被看到在跑
+        assert 0 <= x["peak_running"] <= quick.online_chat_clients
+        assert x["ttft_p50_ms"] <= x["ttft_p99_ms"] and x["tpot_p50_ms"] <= x["tpot_p99_ms"]
+    assert "本书的引擎是 transformers generate 的" in proc.stdout
+    assert "不带 max_tokens" in proc.stdout
     ET.fromstring(render_plots(load_results(out)))
 
 
@@ -286,3 +388,30 @@ def test_triton_rope_matches_torch(
         {"rtol": 1.6e-2, "atol": 1e-5} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-5}
     )
     torch.testing.assert_close(qkv, want_qkv, **tol)  # 包括 v 和没转的维度：原样不动
+
+
+def test_profile_busy_time_is_the_union_of_intervals() -> None:
+    from minisgl.benchmark.profile import busy_time_us
+
+    assert busy_time_us([]) == 0
+    assert busy_time_us([(0, 10), (5, 15), (20, 25)]) == 20  # 重叠的 5 微秒只算一次
+    assert busy_time_us([(0, 30), (5, 10), (12, 20)]) == 30  # 被包住的区间不加
+    assert busy_time_us([(20, 25), (0, 10)]) == 15  # 顺序无关
+
+
+def test_profile_region_ranks_the_operators() -> None:
+    """CPU 上录的是 aten 算子自己的时间：矩阵乘排在前面，调用次数对得上。"""
+    from minisgl.benchmark.profile import profile_region
+
+    a = torch.randn(256, 256)
+
+    def work() -> None:
+        for _ in range(3):
+            a @ a
+        a.add(1)
+
+    r = profile_region(torch.device("cpu"), work)
+    top = r["kernels"][0]
+    assert top["name"] == "aten::mm" and top["calls"] == 3
+    assert {k["name"] for k in r["kernels"]} >= {"aten::mm", "aten::add"}
+    assert 0 < r["busy_ms"] and r["wall_ms"] > 0 and r["launches"] >= 4

@@ -2,6 +2,10 @@
 
 两个预设：``full`` 是第 19 章正式结果用的负载（Qwen3-0.6B 形状、bf16 随机权重、256 个请求），
 给 GPU 用；``quick`` 用内嵌的小模型和很小的负载，CPU 上几十秒跑完，用来看流程、做测试。
+
+每一行都先在同样的形状上预热，再量 ``runs`` 次，报告中位数和最小、最大值。对照的是两种
+transformers：普通的 ``generate``，和静态 KV 缓存 + ``torch.compile``（编译失败时记下错误，
+接着跑别的）。
 """
 
 from __future__ import annotations
@@ -9,10 +13,12 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch._dynamo.utils import counters
 
 from minisgl.engine import has_weight_files
 from minisgl.llm import LLM
@@ -20,7 +26,8 @@ from minisgl.models import ModelConfig
 from minisgl.utils import dtype_from_str, pick_device
 
 from . import offline, online, roofline
-from .report import make_meta, render_markdown, save_results
+from .offline import HFPeer
+from .report import PEERS, make_meta, render_markdown, save_results
 
 
 @dataclass(frozen=True)
@@ -38,17 +45,29 @@ class Preset:
     online_clients: tuple[int, ...]
     online_rounds: int
     online_tokens: int
+    online_chat_clients: int  # 带、不带 max_tokens 的对照：并发的客户端数
     big_roof: bool
+    runs: int  # 每一行预热之后量几次
+    hf_offline_runs: int  # transformers 的离线负载量几次：普通的 generate 一次就要好几分钟
+    hf_compile_backend: str  # torch.compile 的后端：GPU 上 inductor；CPU 的测试用 eager
+    # 编译的 transformers 也跑离线负载吗：GPU 上它要为长缓存再编译一遍，再加几分钟，full 不跑
+    hf_compiled_offline: bool
 
 
 PRESETS = {
     "full": Preset(
-        "models/qwen3-0.6b-shape", "bfloat16", 256, (100, 1024), 64, (1, 8, 64, 256),
-        512, 64, 8, 64, (1, 8, 64), 4, 128, True,
+        model="models/qwen3-0.6b-shape", dtype="bfloat16", requests=256, lengths=(100, 1024),
+        hf_batch=64, decode_batches=(1, 8, 64, 256), context_len=512, decode_steps=64,
+        hf_decode_steps=8, prefill_batch=64, online_clients=(1, 8, 64), online_rounds=4,
+        online_tokens=128, online_chat_clients=64, big_roof=True, runs=5, hf_offline_runs=1,
+        hf_compile_backend="inductor", hf_compiled_offline=False,
     ),
     "quick": Preset(
-        "models/tiny-qwen3", "float32", 16, (16, 64), 8, (1, 8),
-        64, 8, 4, 8, (1, 4), 2, 16, False,
+        model="models/tiny-qwen3", dtype="float32", requests=16, lengths=(16, 64), hf_batch=8,
+        decode_batches=(1, 8), context_len=64, decode_steps=8, hf_decode_steps=4,
+        prefill_batch=8, online_clients=(1, 4), online_rounds=2, online_tokens=16,
+        online_chat_clients=4, big_roof=False, runs=3, hf_offline_runs=1,
+        hf_compile_backend="eager", hf_compiled_offline=True,
     ),
 }  # fmt: skip
 
@@ -59,6 +78,129 @@ def _free(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
+def _log(start: float, text: str) -> None:
+    print(f"[bench] {time.perf_counter() - start:5.0f} 秒 · {text}", flush=True)
+
+
+def _save(results: dict[str, Any], out: str | None) -> None:
+    """长时间的运行每跑完一项就写一次：中途出错，前面的数不会丢。"""
+    if out:
+        save_results(results, out)
+
+
+def _ms(stats: dict[str, Any]) -> str:
+    return f"{stats['median']:.2f} 毫秒/步（{stats['min']:.2f}～{stats['max']:.2f}）"
+
+
+def _bench_ours(
+    p: Preset, llm: LLM, work: offline.Workload, results: dict[str, Any], t0: float
+) -> None:
+    """本书的引擎：离线、每个批大小的 decode、prefill。"""
+    ours = offline.run_ours(llm, work, p.runs)
+    secs = ours["seconds"]["median"]
+    _log(t0, f"离线：{ours['tokens_per_s']['median']:,.0f} 输出 token/s（{secs:.1f} 秒）")
+    results["offline"]["ours"] = ours
+    for d in results["decode"]:
+        bs = d["batch_size"]
+        d["ours_ms"] = offline.decode_latency(llm, bs, p.context_len, p.decode_steps, p.runs)
+        _log(t0, f"decode 批大小 {bs}：{_ms(d['ours_ms'])}，下限 {d['floor_ms']:.3f}")
+    prefill = results["prefill"]
+    prefill["ours_tokens_per_s"] = offline.prefill_throughput(
+        llm, p.prefill_batch, p.context_len, p.runs
+    )
+    _log(t0, f"prefill：{prefill['ours_tokens_per_s']['median']:,.0f} 提示 token/s")
+
+
+def _bench_peer(
+    key: str,
+    peer: HFPeer,
+    p: Preset,
+    work: offline.Workload,
+    results: dict[str, Any],
+    out: str | None,
+    t0: float,
+) -> None:
+    """transformers 的一种用法。先 decode、prefill，最后离线：编译的那种会沿用之前更长的静态
+    缓存，离线负载的缓存最长，放在最后才不拖慢 decode 那几行。"""
+    name = dict(PEERS)[key]
+    for d in results["decode"]:
+        bs = d["batch_size"]
+        d[f"{key}_ms"] = offline.hf_decode_latency(
+            peer, bs, p.context_len, p.hf_decode_steps, p.runs
+        )
+        _log(t0, f"{name} decode 批大小 {bs}：{_ms(d[f'{key}_ms'])}")
+        _save(results, out)
+    rate = offline.hf_prefill(peer, p.prefill_batch, p.context_len, p.runs)
+    results["prefill"][f"{key}_tokens_per_s"] = rate
+    _log(t0, f"{name} prefill：{rate['median']:,.0f} 提示 token/s")
+    _save(results, out)
+    if key == "hf_compiled" and not p.hf_compiled_offline:
+        return
+    row = offline.run_hf(peer, work, p.hf_batch, p.hf_offline_runs)
+    results["offline"][key] = row
+    _log(t0, f"{name} 离线：{row['tokens_per_s']['median']:,.0f} 输出 token/s")
+    _save(results, out)
+
+
+def _bench_hf(
+    p: Preset,
+    model: str,
+    work: offline.Workload,
+    results: dict[str, Any],
+    compile_backend: str | None,
+    out: str | None,
+    t0: float,
+) -> None:
+    """两种 transformers 共用一份模型。``compile_backend`` 为 None：不跑编译的那种。"""
+    device, dtype = pick_device(), dtype_from_str(p.dtype)
+    hf = offline.load_hf(model, device, dtype, dummy=not has_weight_files(model))
+    results["peers"]["hf"] = {"label": dict(PEERS)["hf"]}
+    _bench_peer("hf", HFPeer(hf), p, work, results, out, t0)
+    if compile_backend is not None:
+        info: dict[str, Any] = {"label": dict(PEERS)["hf_compiled"], "backend": compile_backend}
+        results["peers"]["hf_compiled"] = info
+        graphs = counters["stats"]["unique_graphs"]
+        try:
+            peer = HFPeer.static_compiled(hf, compile_backend)
+            _bench_peer("hf_compiled", peer, p, work, results, out, t0)
+        except Exception as e:  # 编译出错不该让整个运行白跑：记下原因，接着跑在线
+            info["error"] = f"{type(e).__name__}: {e}"[:2000]
+            _log(t0, f"{info['label']} 出错：{info['error'][:300]}")
+        # dynamo 抓到的图数：0 说明 transformers 没有编译（条件不满足时它只打一条警告）
+        info["graphs"] = counters["stats"]["unique_graphs"] - graphs
+    del hf
+    _free(device)
+
+
+def _bench_online(p: Preset, model: str, results: dict[str, Any], t0: float) -> None:
+    """补全接口的几档并发（每个请求 ``online_tokens`` 个 token）；再用按模型完整上下文启动的
+    服务，对照对话接口带、不带 ``max_tokens``，以及不带时第 8 章的整段预留
+    （``--kv-headroom full``）。"""
+    common = ["--dtype", p.dtype, "--silent-output", "--memory-fraction", "0.3"]
+    clients = str(max(p.online_clients))
+    levels = []
+    with online.serve(model, *common, "--max-running-requests", clients,
+                      "--max-seq-len-override", "1024") as base:  # fmt: skip
+        for c in p.online_clients:
+            levels.append(online.run_clients(base, c, p.online_rounds, 32, p.online_tokens))
+            _log(t0, f"在线 {c} 个客户端：{json.dumps(levels[-1], ensure_ascii=False)}")
+    results["online"] = {"max_tokens": p.online_tokens, "levels": levels}
+    chat = []
+    # 不写 --max-seq-len-override：不带 max_tokens 的请求最多可以生成到模型的整个上下文
+    common += ["--max-running-requests", str(p.online_chat_clients)]
+    for headroom, sends in (("256", (True, False)), ("full", (False,))):
+        with online.serve(model, *common, "--kv-headroom", headroom) as base:
+            for send in sends:
+                row = online.run_chat_clients(
+                    base, p.online_chat_clients, p.online_rounds, 32, p.online_tokens, send
+                )
+                chat.append({**row, "kv_headroom": headroom})
+                _log(
+                    t0, f"对话接口（kv_headroom {headroom}，max_tokens {send}）：{json.dumps(row)}"
+                )
+    results["online"]["chat"] = chat
+
+
 def run(
     p: Preset,
     model: str,
@@ -66,75 +208,65 @@ def run(
     skip_online: bool,
     argv: list[str] | None = None,
     out: str | None = None,
+    skip_hf_compiled: bool = False,
+    compile_backend: str | None = None,
 ) -> dict[str, Any]:
-    """跑预设 ``p`` 的全部测试。``out``：每跑完一项就把已有的结果写进去（长时间的运行中途出错，
-    前面的数不会丢）。``argv``：记进结果的命令行参数，None 时取 ``sys.argv``。"""
+    """跑预设 ``p`` 的全部测试。``out``：每跑完一项就把已有的结果写进去。``argv``：记进结果的
+    命令行参数，None 时取 ``sys.argv``。``compile_backend``：None 时用预设里的。"""
+    t0 = time.perf_counter()
     device = pick_device()
     dtype = dtype_from_str(p.dtype)
     dummy = not has_weight_files(model)
     work = offline.make_workload(p.requests, p.lengths, p.lengths, seed=0)
     results: dict[str, Any] = {"meta": make_meta(device, argv), "model": model, "dtype": p.dtype}
-    print(f"[bench] {results['meta']['device']}，模型 {model}（{p.dtype}，随机权重 {dummy}）")
+    results["settings"] = {
+        "runs": p.runs,
+        "hf_offline_runs": p.hf_offline_runs,
+        "decode_steps": p.decode_steps,
+        "hf_decode_steps": p.hf_decode_steps,
+    }
+    results["peers"] = {}
+    _log(t0, f"{results['meta']['device']}，模型 {model}（{p.dtype}，随机权重 {dummy}）")
 
     roof = roofline.measure_roof(device, dtype, p.big_roof)
     results["roof"] = vars(roof)
     cost = roofline.ModelCost.of(ModelConfig.from_pretrained(model), dtype)
     max_bs = max(p.requests, *p.decode_batches)
+    floor = roofline.workload_floor(cost, roof, work, max_bs)
+    results["offline"] = {"workload": work.describe(), "floor_s": floor}
+    results["decode"] = [
+        {
+            "batch_size": bs,
+            "context_len": p.context_len,
+            "floor_ms": 1000 * roofline.step_floor(cost, roof, bs, bs * p.context_len),
+        }
+        for bs in p.decode_batches
+    ]
+    prefill_s = roofline.prefill_floor(cost, roof, p.prefill_batch, p.prefill_batch * p.context_len)
+    results["prefill"] = {
+        "batch_size": p.prefill_batch,
+        "context_len": p.context_len,
+        "floor_tokens_per_s": p.prefill_batch * p.context_len / prefill_s,
+    }
 
     llm = LLM(
         model, device=device, dtype=dtype, dummy_weights=dummy, max_running_reqs=max_bs,
         max_seq_len=2 * p.lengths[1], memory_fraction=0.6,
     )  # fmt: skip
-    ours = offline.run_ours(llm, work)
-    print(f"[bench] 离线：{ours['tokens_per_s']:,.0f} 输出 token/s（{ours['seconds']:.1f} 秒）")
-    floor = roofline.workload_floor(cost, roof, work, max_bs)
-    results["offline"] = {"workload": work.describe(), "ours": ours, "floor_s": floor}
-    decode = []
-    for bs in p.decode_batches:
-        ms = 1000 * offline.decode_latency(llm, bs, p.context_len, p.decode_steps)
-        fl = 1000 * roofline.step_floor(cost, roof, bs, bs * p.context_len)
-        decode.append(
-            {"batch_size": bs, "context_len": p.context_len, "ours_ms": ms, "floor_ms": fl}
-        )
-        print(f"[bench] decode 批大小 {bs}：{ms:.2f} 毫秒/步（下限 {fl:.3f}）")
-    prefill_tok = p.prefill_batch * p.context_len
-    prefill_s = roofline.prefill_floor(cost, roof, p.prefill_batch, prefill_tok)
-    prefill = {
-        "batch_size": p.prefill_batch,
-        "context_len": p.context_len,
-        "ours_tokens_per_s": offline.prefill_throughput(llm, p.prefill_batch, p.context_len),
-        "floor_tokens_per_s": prefill_tok / prefill_s,
-    }
+    _bench_ours(p, llm, work, results, t0)
     llm.shutdown()
     del llm
     _free(device)
-    results["decode"], results["prefill"] = decode, prefill
-    if out:
-        save_results(results, out)
+    _save(results, out)
 
-    if not skip_hf:
-        hf = offline.load_hf(model, device, dtype, dummy)
-        results["offline"]["hf"] = offline.run_hf(hf, work, p.hf_batch)
-        print(f"[bench] transformers：{results['offline']['hf']['tokens_per_s']:,.0f} 输出 token/s")
-        for d in decode:
-            bs = d["batch_size"]
-            d["hf_ms"] = 1000 * offline.hf_decode_latency(hf, bs, p.context_len, p.hf_decode_steps)
-            print(f"[bench] transformers decode 批大小 {bs}：{d['hf_ms']:.2f} 毫秒/步")
-        prefill["hf_tokens_per_s"] = offline.hf_prefill(hf, p.prefill_batch, p.context_len)
-        del hf
-        _free(device)
-        if out:
-            save_results(results, out)
-
+    # 在线放在 transformers 之前：GPU 上 transformers 要跑好几分钟，中途出事时本书引擎的各项已经存下
     if not skip_online:
-        args = ["--dtype", p.dtype, "--max-running-requests", str(max(p.online_clients))]
-        args += ["--max-seq-len-override", "1024", "--silent-output", "--memory-fraction", "0.3"]
-        levels = []
-        with online.serve(model, *args) as base:
-            for c in p.online_clients:
-                levels.append(online.run_clients(base, c, p.online_rounds, 32, p.online_tokens))
-                print(f"[bench] 在线 {c} 个客户端：{json.dumps(levels[-1], ensure_ascii=False)}")
-        results["online"] = {"max_tokens": p.online_tokens, "levels": levels}
+        _bench_online(p, model, results, t0)
+        _save(results, out)
+    if not skip_hf:
+        backend = None if skip_hf_compiled else (compile_backend or p.hf_compile_backend)
+        _bench_hf(p, model, work, results, backend, out, t0)
+    _log(t0, "全部跑完")
     return results
 
 
@@ -143,11 +275,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preset", choices=sorted(PRESETS), default="quick")
     ap.add_argument("--model", help="换一个模型（默认取预设里的）")
     ap.add_argument("--out", help="结果写到这个 JSON 文件")
-    ap.add_argument("--skip-hf", action="store_true", help="不跑 transformers")
+    ap.add_argument("--skip-hf", action="store_true", help="不跑 transformers（两种都不跑）")
+    ap.add_argument(
+        "--skip-hf-compiled", action="store_true", help="不跑 transformers 静态缓存 + torch.compile"
+    )
+    ap.add_argument(
+        "--hf-compile-backend",
+        choices=("inductor", "eager"),
+        help="torch.compile 的后端（默认取预设里的：full 是 inductor，quick 是 eager）",
+    )
     ap.add_argument("--skip-online", action="store_true", help="不起服务")
     ns = ap.parse_args(argv)
     preset = PRESETS[ns.preset]
-    results = run(preset, ns.model or preset.model, ns.skip_hf, ns.skip_online, argv, ns.out)
+    results = run(
+        preset, ns.model or preset.model, ns.skip_hf, ns.skip_online, argv, ns.out,
+        skip_hf_compiled=ns.skip_hf_compiled, compile_backend=ns.hf_compile_backend,
+    )  # fmt: skip
     print(render_markdown(results))
     if ns.out:
         save_results(results, ns.out)

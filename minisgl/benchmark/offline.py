@@ -1,16 +1,18 @@
 """离线的三项：整个工作负载的吞吐、每个批大小的 decode 延迟、prefill 吞吐。
 
 我们的引擎和 transformers 走同样的输入：随机 token 的提示，``ignore_eos``（transformers 那边
-``min_new_tokens = max_new_tokens``），按要求的输出长度计数。计时前都先预热一次：CUDA Graph、
-Triton 的编译、cuBLAS 的选择都不算在内。
+``min_new_tokens = max_new_tokens``），按要求的输出长度计数。每一行都先在同样的形状上预热一次
+（CUDA Graph、Triton 和 torch.compile 的编译、cuBLAS 的选择都不算在内），再量几次，报告中位数和
+最小、最大值（``repeat``）。每一次都换一批随机 token：长度不变，前缀缓存帮不上忙。
 """
 
 from __future__ import annotations
 
 import random
+import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -20,6 +22,7 @@ from minisgl.llm import LLM
 from minisgl.utils import synchronize
 
 __all__ = [
+    "HFPeer",
     "Workload",
     "decode_latency",
     "hf_decode_latency",
@@ -27,8 +30,10 @@ __all__ = [
     "load_hf",
     "make_workload",
     "prefill_throughput",
+    "repeat",
     "run_hf",
     "run_ours",
+    "summarize",
     "timed",
 ]
 
@@ -54,6 +59,12 @@ class Workload:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
         }
+
+    def with_fresh_tokens(self, seed: int, vocab: tuple[int, int] = (100, 10000)) -> Workload:
+        """同样的长度，换一批随机 token：重复量同一个负载时，前缀缓存帮不上忙。"""
+        rng = random.Random(seed)
+        prompts = [[rng.randrange(*vocab) for _ in p] for p in self.prompts]
+        return Workload(prompts, self.output_lens)
 
 
 def make_workload(
@@ -85,48 +96,96 @@ def timed(device: torch.device, fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
+def summarize(samples: Sequence[float]) -> dict[str, Any]:
+    """几次测量 → 中位数、最小、最大、次数和每一次的值。表格和比值都用中位数：一次偶然的慢
+    （别的进程、时钟降频）拉不动它。"""
+    if not samples:
+        raise ValueError("no samples")
+    return {
+        "median": statistics.median(samples),
+        "min": min(samples),
+        "max": max(samples),
+        "runs": len(samples),
+        "samples": list(samples),
+    }
+
+
+def repeat(
+    measure: Callable[[int], float], runs: int, warmup: Callable[[], Any] | None = None
+) -> dict[str, Any]:
+    """先预热一次（默认就是 ``measure(0)``，结果不要），再量 ``runs`` 次（``measure(1)`` ……
+    ``measure(runs)``）。参数是第几次：拿它当种子换一批提示。"""
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    (warmup or (lambda: measure(0)))()
+    return summarize([measure(i) for i in range(1, runs + 1)])
+
+
 def _params(output_lens: Sequence[int]) -> list[SamplingParams]:
     return [SamplingParams(max_tokens=n, ignore_eos=True) for n in output_lens]
 
 
-def run_ours(llm: LLM, work: Workload) -> dict[str, float]:
-    """整个负载一次交给 ``LLM.generate``（调度器自己组批），返回用时和每秒输出 token 数。"""
-    device = llm.scheduler.engine.device
-    warm = make_workload(min(len(work.prompts), 8), (16, 64), (8, 8), seed=12345)
-    llm.generate(warm.prompts, _params(warm.output_lens))
+def _generate_once(llm: LLM, work: Workload) -> float:
     got: list[int] = []
+    device = llm.scheduler.engine.device
+    outputs = _params(work.output_lens)
     seconds = timed(
-        device,
-        lambda: got.extend(
-            len(o.token_ids) for o in llm.generate(work.prompts, _params(work.output_lens))
-        ),
+        device, lambda: got.extend(len(o.token_ids) for o in llm.generate(work.prompts, outputs))
     )
     if got != work.output_lens:  # ignore_eos：每个请求都应该恰好生成要求的长度
         raise RuntimeError("the engine did not generate the requested number of tokens")
-    return {"seconds": seconds, "output_tokens": sum(got), "tokens_per_s": sum(got) / seconds}
+    return seconds
 
 
-def decode_latency(llm: LLM, batch_size: int, context_len: int, steps: int, seed: int = 1) -> float:
-    """批大小 ``batch_size``、上下文 ``context_len`` 时每一步 decode 的秒数。
+def _throughput(tokens: int, seconds: dict[str, Any]) -> dict[str, Any]:
+    """用时的统计 → 吞吐的统计（每一次各自换算，中位数仍是中位数）。"""
+    return {
+        "output_tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_s": summarize([tokens / s for s in seconds["samples"]]),
+    }
 
-    两次运行只差 ``steps`` 步 decode：``1 + steps`` 个 token 的用时减去 1 个 token（只有 prefill）
-    的用时，prefill 就抵消了。两次用不同的随机提示，前缀缓存帮不上忙。"""
+
+def run_ours(llm: LLM, work: Workload, runs: int) -> dict[str, Any]:
+    """整个负载一次交给 ``LLM.generate``（调度器自己组批）：预热一遍同样的负载，再量 ``runs``
+    遍，每一遍换一批 token。"""
+    seconds = repeat(lambda i: _generate_once(llm, work.with_fresh_tokens(1000 + i)), runs)
+    return _throughput(work.output_tokens, seconds)
+
+
+def decode_latency(
+    llm: LLM, batch_size: int, context_len: int, steps: int, runs: int, seed: int = 1
+) -> dict[str, Any]:
+    """批大小 ``batch_size``、上下文 ``context_len`` 时每一步 decode 的毫秒数。
+
+    每一次量两遍，只差 ``steps`` 步 decode：``1 + steps`` 个 token 的用时减去 1 个 token（只有
+    prefill）的用时，prefill 就抵消了。每一遍都用新的随机提示，前缀缓存帮不上忙。"""
     device = llm.scheduler.engine.device
 
     def run(tokens: int, s: int) -> float:
         w = make_workload(batch_size, (context_len, context_len), (tokens, tokens), seed=s)
         return timed(device, lambda: llm.generate(w.prompts, _params(w.output_lens)))
 
-    run(2, seed + 1000)  # 预热这个批大小
-    return (run(1 + steps, seed) - run(1, seed + 1)) / steps
+    def once(i: int) -> float:
+        s = seed + 1000 * i
+        return 1000 * (run(1 + steps, s) - run(1, s + 500)) / steps
+
+    return repeat(once, runs)
 
 
-def prefill_throughput(llm: LLM, batch_size: int, context_len: int, seed: int = 2) -> float:
+def prefill_throughput(
+    llm: LLM, batch_size: int, context_len: int, runs: int, seed: int = 2
+) -> dict[str, Any]:
     """只做 prefill（生成 1 个 token）时每秒处理的提示 token 数。"""
     device = llm.scheduler.engine.device
-    w = make_workload(batch_size, (context_len, context_len), (1, 1), seed=seed)
-    seconds = timed(device, lambda: llm.generate(w.prompts, _params(w.output_lens)))
-    return w.input_tokens / seconds
+
+    def once(i: int) -> float:
+        w = make_workload(batch_size, (context_len, context_len), (1, 1), seed=seed + 1000 * i)
+        return w.input_tokens / timed(
+            device, lambda: llm.generate(w.prompts, _params([1] * batch_size))
+        )
+
+    return repeat(once, runs)
 
 
 # ---------------------------------------------------------------- transformers
@@ -147,7 +206,34 @@ def load_hf(model_path: str, device: torch.device, dtype: torch.dtype, dummy: bo
     return model.to(device).eval()
 
 
-def _hf_generate(model: Any, prompts: Sequence[Sequence[int]], new_tokens: int) -> Any:
+@dataclass
+class HFPeer:
+    """transformers 的一种用法：模型，加上每次 ``generate`` 都带的参数。"""
+
+    model: Any
+    generate_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def compiled(self) -> bool:
+        return "compile_config" in self.generate_kwargs
+
+    @staticmethod
+    def static_compiled(model: Any, backend: str) -> HFPeer:
+        """用户提速时最先试的写法：静态 KV 缓存，``generate`` 见到它就自动 ``torch.compile``
+        decode 的前向（transformers 的 ``CompileConfig``；prefill 仍是即时执行）。``backend``：
+        GPU 上 ``inductor``（默认的 ``reduce-overhead``，带 CUDA Graph）；``eager`` 只走 dynamo
+        抓图、不生成代码，CPU 上不需要 C++ 编译器，测试用它走同一条路。"""
+        from transformers import CompileConfig
+
+        config = CompileConfig(
+            backend=backend, mode="reduce-overhead" if backend == "inductor" else None
+        )
+        # transformers 只在 GPU 这类设备上自动编译；这个开关是它留给测试的：CPU 上也编译
+        config._compile_all_devices = model.device.type == "cpu"
+        return HFPeer(model, {"cache_implementation": "static", "compile_config": config})
+
+
+def _hf_generate(peer: HFPeer, prompts: Sequence[Sequence[int]], new_tokens: int) -> Any:
     """左补齐的一个静态批次，恰好生成 ``new_tokens`` 个 token（不看停止符）。"""
     width = max(len(p) for p in prompts)
     ids = torch.zeros(len(prompts), width, dtype=torch.long)
@@ -155,47 +241,74 @@ def _hf_generate(model: Any, prompts: Sequence[Sequence[int]], new_tokens: int) 
     for i, p in enumerate(prompts):
         ids[i, width - len(p) :] = torch.tensor(p)
         mask[i, width - len(p) :] = 1
-    device = model.device
+    device = peer.model.device
     with torch.inference_mode():
-        return model.generate(
+        return peer.model.generate(
             input_ids=ids.to(device),
             attention_mask=mask.to(device),
             max_new_tokens=new_tokens,
             min_new_tokens=new_tokens,
             do_sample=False,
             pad_token_id=0,
+            **peer.generate_kwargs,
         )
 
 
-def run_hf(model: Any, work: Workload, batch_size: int = 64) -> dict[str, float]:
+def _hf_offline_warmup(peer: HFPeer, batches: list[tuple[list[list[int]], int]]) -> None:
+    """离线负载的预热。即时执行的没有要编译的：每一批的 prefill 形状跑一遍、带两步 decode 就够。
+    编译的 decode 按（批大小，静态缓存的长度）编译，而缓存的长度 = 提示宽度 + 新 token 数，
+    并且 transformers 会沿用之前更长的缓存：每种批大小跑一遍缓存最长的那一批，之后的批次
+    都用同一个长度、不再编译——不必把整个负载预热一遍。"""
+    if not peer.compiled:
+        for prompts, _ in batches:
+            _hf_generate(peer, prompts, 2)
+        return
+    for size in sorted({len(p) for p, _ in batches}):
+        same = [b for b in batches if len(b[0]) == size]
+        prompts, n = max(same, key=lambda b: max(map(len, b[0])) + b[1])
+        _hf_generate(peer, prompts, n)
+
+
+def run_hf(peer: HFPeer, work: Workload, batch_size: int, runs: int) -> dict[str, Any]:
     """transformers 跑同一个负载：按顺序每 ``batch_size`` 个请求一个静态批次，每批生成到本批
     最长的输出。只按要求的输出长度计数——批里短的请求多生成的 token 不算。"""
-    _hf_generate(model, work.prompts[:2], 4)  # 预热
+    batches = [
+        (work.prompts[i : i + batch_size], max(work.output_lens[i : i + batch_size]))
+        for i in range(0, len(work.prompts), batch_size)
+    ]
 
-    def run_all() -> None:
-        for i in range(0, len(work.prompts), batch_size):
-            _hf_generate(
-                model, work.prompts[i : i + batch_size], max(work.output_lens[i : i + batch_size])
-            )
+    def once(_: int) -> float:
+        return timed(peer.model.device, lambda: [_hf_generate(peer, p, n) for p, n in batches])
 
-    seconds = timed(model.device, run_all)
-    return {
-        "seconds": seconds,
-        "output_tokens": work.output_tokens,
-        "tokens_per_s": work.output_tokens / seconds,
-    }
+    seconds = repeat(once, runs, warmup=lambda: _hf_offline_warmup(peer, batches))
+    return _throughput(work.output_tokens, seconds)
 
 
-def hf_decode_latency(model: Any, batch_size: int, context_len: int, steps: int) -> float:
-    """和 ``decode_latency`` 一样的减法：``1 + steps`` 个新 token 减去 1 个。"""
+def hf_decode_latency(
+    peer: HFPeer, batch_size: int, context_len: int, steps: int, runs: int
+) -> dict[str, Any]:
+    """和 ``decode_latency`` 一样的减法（毫秒/步）：``1 + steps`` 个新 token 减去 1 个。
+    transformers 没有前缀缓存，同一批提示量几次都一样。"""
     prompts = make_workload(batch_size, (context_len, context_len), (1, 1), seed=3).prompts
-    _hf_generate(model, prompts, 2)
-    long = timed(model.device, lambda: _hf_generate(model, prompts, 1 + steps))
-    short = timed(model.device, lambda: _hf_generate(model, prompts, 1))
-    return (long - short) / steps
+    device = peer.model.device
+
+    def once(_: int) -> float:
+        long = timed(device, lambda: _hf_generate(peer, prompts, 1 + steps))
+        short = timed(device, lambda: _hf_generate(peer, prompts, 1))
+        return 1000 * (long - short) / steps
+
+    return repeat(once, runs)
 
 
-def hf_prefill(model: Any, batch_size: int, context_len: int) -> float:
+def hf_prefill(peer: HFPeer, batch_size: int, context_len: int, runs: int) -> dict[str, Any]:
+    """只做 prefill（生成 1 个 token）时每秒处理的提示 token 数。"""
     prompts = make_workload(batch_size, (context_len, context_len), (1, 1), seed=2).prompts
-    seconds = timed(model.device, lambda: _hf_generate(model, prompts, 1))
-    return batch_size * context_len / seconds
+
+    def once(_: int) -> float:
+        return (
+            batch_size
+            * context_len
+            / timed(peer.model.device, lambda: _hf_generate(peer, prompts, 1))
+        )
+
+    return repeat(once, runs)

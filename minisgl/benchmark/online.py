@@ -2,19 +2,29 @@
 
 TTFT（time to first token）：发出请求到收到第一段文本；TPOT（time per output token）：之后
 每个 token 的平均间隔。每一档并发 ``c`` 个客户端，每个依次发 ``rounds`` 个请求。
+
+另有一组对照（``run_chat_clients``）：对话接口，同样的提示、读同样多的 token，一种带
+``max_tokens``，一种不带（对话接口的默认：服务最多可以生成到整个上下文）——不带的客户端读够
+了就关掉流，服务在断开时中止请求。运行时另起一个线程轮询 ``/metrics``，记下调度器里同时在跑、
+在排队的请求数的峰值：不带 ``max_tokens`` 的请求如果按整个上下文预留 KV，同时跑的就少。
 """
 
 from __future__ import annotations
 
+import re
+import threading
 import time
-from collections.abc import Iterator, Sequence
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
 from minisgl.server.launch import start_background_server
 
-__all__ = ["percentile", "run_clients", "serve"]
+__all__ = ["peak_metrics", "percentile", "run_chat_clients", "run_clients", "serve"]
+
+Sample = tuple[float, float, int, float]  # TTFT、TPOT、输出（读到）的 token 数、总用时
 
 
 @contextmanager
@@ -42,8 +52,8 @@ def percentile(values: Sequence[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def _one_request(client: Any, prompt: str, max_tokens: int) -> tuple[float, float, int, float]:
-    """流式发一个请求：返回（TTFT、TPOT、输出 token 数、总用时）。"""
+def _one_request(client: Any, prompt: str, max_tokens: int) -> Sample:
+    """补全接口流式发一个请求：返回（TTFT、TPOT、输出 token 数、总用时）。"""
     start = time.perf_counter()
     first = last = 0.0
     tokens = 0
@@ -68,23 +78,57 @@ def _one_request(client: Any, prompt: str, max_tokens: int) -> tuple[float, floa
     return first - start, tpot, tokens, last - start
 
 
-def run_clients(
-    base: str, clients: int, rounds: int, prompt_words: int, max_tokens: int
-) -> dict[str, float]:
-    """``clients`` 个客户端同时开始，各自依次发 ``rounds`` 个请求。"""
-    from openai import OpenAI
+def _chat_request(client: Any, prompt: str, tokens: int, send_max_tokens: bool) -> Sample:
+    """对话接口流式发一个请求，读 ``tokens`` 个 token。带 ``max_tokens`` 时读完整个流，token 数
+    以服务最后报的用量为准；不带时数收到的文本段，够了就关掉流（像一个不再读的客户端）。
+    一段文本通常就是一个 token（反分词要攒字符时才多于一个），所以后者读到的不少于 ``tokens``。"""
+    start = time.perf_counter()
+    first = last = 0.0
+    pieces = used = 0
+    extra = {"max_tokens": tokens} if send_max_tokens else {}
+    stream = client.chat.completions.create(
+        model="bench",
+        messages=[{"role": "user", "content": prompt}],
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
+        **extra,
+    )
+    with stream:  # 退出时关掉连接：服务看到断开，中止这个请求
+        for chunk in stream:
+            if chunk.usage is not None:
+                used = chunk.usage.completion_tokens
+            if chunk.choices and chunk.choices[0].delta.content:
+                last = time.perf_counter()
+                first = first or last
+                pieces += 1
+                if not send_max_tokens and pieces == tokens:
+                    break
+    got = used if send_max_tokens else pieces
+    if got != tokens or not first:
+        raise RuntimeError(f"expected {tokens} tokens, got {got}")
+    tpot = (last - first) / max(got - 1, 1)
+    return first - start, tpot, got, last - start
 
-    client = OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0, timeout=600)
 
-    def worker(i: int) -> list[tuple[float, float, int, float]]:
+def _run_pool(
+    clients: int, rounds: int, prompt_words: int, request: Callable[[str], Sample]
+) -> tuple[list[Sample], float]:
+    """``clients`` 个客户端同时开始，各自依次发 ``rounds`` 个请求；返回每个请求的结果和总用时。
+    每个提示以轮次开头、里面带着客户端的编号：彼此只有开头一两个 token 相同。"""
+
+    def worker(i: int) -> list[Sample]:
         prompt = " ".join(f"w{i}x{j}" for j in range(prompt_words))
-        return [_one_request(client, f"{r} {prompt}", max_tokens) for r in range(rounds)]
+        return [request(f"{r} {prompt}") for r in range(rounds)]
 
-    _one_request(client, "warm up", 4)
     start = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
         results = [x for xs in pool.map(worker, range(clients)) for x in xs]
-    wall = time.perf_counter() - start
+    return results, time.perf_counter() - start
+
+
+def _summary(clients: int, results: list[Sample], wall: float) -> dict[str, Any]:
     ttft = [r[0] for r in results]
     tpot = [r[1] for r in results]
     return {
@@ -97,4 +141,82 @@ def run_clients(
         "tpot_p50_ms": 1000 * percentile(tpot, 50),
         "tpot_p99_ms": 1000 * percentile(tpot, 99),
         "latency_p50_s": percentile([r[3] for r in results], 50),
+    }
+
+
+def _client(base: str) -> Any:
+    from openai import OpenAI
+
+    return OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0, timeout=600)
+
+
+def run_clients(
+    base: str, clients: int, rounds: int, prompt_words: int, max_tokens: int
+) -> dict[str, Any]:
+    """补全接口，每个请求 ``max_tokens`` 个 token（先发一个小请求预热）。"""
+    client = _client(base)
+    _one_request(client, "warm up", 4)
+    results, wall = _run_pool(
+        clients, rounds, prompt_words, lambda prompt: _one_request(client, prompt, max_tokens)
+    )
+    return _summary(clients, results, wall)
+
+
+_GAUGE = re.compile(r"^minisgl_(running|waiting)_requests (\S+)$", re.MULTILINE)
+
+
+def _read_gauges(base: str) -> dict[str, float]:
+    with urllib.request.urlopen(f"{base}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {name: float(value) for name, value in _GAUGE.findall(text)}
+
+
+@contextmanager
+def peak_metrics(base: str, interval: float = 0.05) -> Iterator[dict[str, float]]:
+    """运行期间在后台轮询 ``/metrics``：交出的字典里是 ``running``、``waiting`` 两个 gauge
+    到目前为止的最大值（调度器每一步报一次账，轮询得够勤才不漏掉峰值）。"""
+    peak: dict[str, float] = {}
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            try:
+                gauges = _read_gauges(base)
+            except OSError:  # 服务忙得一时答不上来：少一个样本，不该让整个测试失败
+                gauges = {}
+            for name, value in gauges.items():
+                peak[name] = max(peak.get(name, 0.0), value)
+            done.wait(interval)
+
+    thread = threading.Thread(target=poll, name="metrics-poller", daemon=True)
+    thread.start()
+    try:
+        yield peak
+    finally:
+        done.set()
+        thread.join()
+
+
+def run_chat_clients(
+    base: str, clients: int, rounds: int, prompt_words: int, tokens: int, send_max_tokens: bool
+) -> dict[str, Any]:
+    """对话接口：每个请求读 ``tokens`` 个 token，带或不带 ``max_tokens``（``_chat_request``）。
+    除了 ``run_clients`` 的各项，还有每个请求读到的 token 数的范围、同时在跑和在排队的请求数的
+    峰值（读自 ``/metrics``）。"""
+    client = _client(base)
+    _chat_request(client, "warm up", 4, send_max_tokens)
+    with peak_metrics(base) as peak:
+        results, wall = _run_pool(
+            clients,
+            rounds,
+            prompt_words,
+            lambda prompt: _chat_request(client, prompt, tokens, send_max_tokens),
+        )
+    read = [r[2] for r in results]
+    return {
+        **_summary(clients, results, wall),
+        "max_tokens_sent": send_max_tokens,
+        "tokens_read": {"min": min(read), "max": max(read)},
+        "peak_running": int(peak.get("running", 0)),
+        "peak_waiting": int(peak.get("waiting", 0)),
     }

@@ -1,6 +1,8 @@
 """结果的 JSON 和它的两种样子：markdown 表格、SVG 图（matplotlib，构建网站时生成）。
 
 JSON 里除了数字，还有产生它的命令、设备、torch 版本和日期：书里的每个数都能追到一次运行。
+量了几次的数存成 ``{"median", "min", "max", "runs", "samples"}``，表格写中位数和偏差；早先的
+结果里只有一个数，照样能排成表。
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from typing import Any
 import torch
 
 __all__ = [
+    "PEERS",
     "PLOT_STYLE",
     "load_results",
     "make_meta",
+    "median",
     "render_markdown",
     "render_plots",
     "save_results",
@@ -55,84 +59,199 @@ def load_results(path: str | Path) -> dict[str, Any]:
     return results
 
 
+# 对照的 transformers：JSON 里的键 → 表头
+PEERS = (("hf", "transformers generate"), ("hf_compiled", "transformers 静态缓存 + torch.compile"))
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines + [""]
 
 
-def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.1f}×" if a and b else "—"
+Stat = float | dict[str, Any] | None  # 一个数（早先的结果只量一次），或者几次测量的统计
+
+
+def median(value: Stat) -> float | None:
+    """用来比较的那个数：统计里的中位数。"""
+    return value["median"] if isinstance(value, dict) else value
+
+
+def _fmt(value: Stat, spec: str) -> str:
+    """中位数，量了几次时后面跟着最大的偏差（最小、最大值离中位数远的那一边），只量一次时注明。"""
+    mid = median(value)
+    if mid is None:
+        return "—"
+    text = format(mid, spec)
+    if not isinstance(value, dict):
+        return text
+    if value["runs"] == 1:
+        return f"{text}（1 次）"
+    spread = max(value["max"] - mid, mid - value["min"]) / mid if mid else 0.0
+    return f"{text} (±{100 * spread:.0f} %)"
+
+
+def _ratio(a: Stat, b: Stat) -> str:
+    x, y = median(a), median(b)
+    return f"{x / y:.1f}×" if x and y else "—"
+
+
+def _share(part: float | None, whole: float | None) -> str:
+    return f"{100 * part / whole:.0f} %" if part and whole else "—"
+
+
+def _peers(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """结果里有的对照：新的结果记在 ``peers`` 里；早先的只有 ``hf``，看离线那一项有没有它。"""
+    if "peers" in r:
+        return [(k, name) for k, name in PEERS if k in r["peers"]]
+    return [PEERS[0]] if "hf" in r["offline"] else []
+
+
+def _error(r: dict[str, Any], key: str) -> str | None:
+    return r.get("peers", {}).get(key, {}).get("error")
+
+
+def _offline(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
+    off = r["offline"]
+    w, floor = off["workload"], off.get("floor_s")
+    out = [
+        f"**离线**：{w['requests']} 个请求，输入 {w['input_tokens']} 个 token，"
+        f"输出 {w['output_tokens']} 个 token（模型 {r['model']}，{r['dtype']}）",
+        "",
+    ]
+    rows = []
+    for key, name in [("ours", "mini-sglang（本书）"), *peers]:
+        if key not in off:  # 对照出错、没有跑到这一项
+            rows.append([name, "—", "—", "—", "—"])
+            continue
+        x = off[key]
+        ratio = "—" if key == "ours" else _ratio(off["ours"]["tokens_per_s"], x["tokens_per_s"])
+        share = _share(floor, median(x["seconds"]))
+        rows.append(
+            [name, _fmt(x["seconds"], ".1f"), _fmt(x["tokens_per_s"], ",.0f"), ratio, share]
+        )
+    if floor:
+        rows.append(
+            ["屋顶线下限", f"{floor:.1f}", f"{w['output_tokens'] / floor:,.0f}", "—", "100 %"]
+        )
+    out += _table(["", "用时（秒）", "输出 token/s", "本书是它的几倍", "下限 / 用时"], rows)
+    for key, name in peers:
+        if key in off:
+            ratio = median(off["ours"]["tokens_per_s"]) / median(off[key]["tokens_per_s"])
+            out += [f"本书的引擎是 {name} 的 **{ratio:.1f} 倍**。", ""]
+    return out
+
+
+def _decode(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
+    out = [f"**decode 每一步的延迟**（上下文 {r['decode'][0]['context_len']} 个 token，毫秒）", ""]
+    rows = []
+    for d in r["decode"]:
+        row = [str(d["batch_size"]), _fmt(d["ours_ms"], ".2f")]
+        row += [_fmt(d.get(f"{k}_ms"), ".2f") for k, _ in peers]
+        row += [_ratio(d.get(f"{k}_ms"), d["ours_ms"]) for k, _ in peers]
+        floor = d.get("floor_ms")
+        row += [f"{floor:.3f}" if floor else "—", _share(floor, median(d["ours_ms"]))]
+        rows.append(row)
+    header = ["批大小", "本书", *(n for _, n in peers), *(f"快于 {n}" for _, n in peers)]
+    return out + _table(header + ["下限", "下限 / 本书"], rows)
+
+
+def _prefill(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
+    p = r["prefill"]
+    out = [f"**prefill**（{p['batch_size']} 个请求 × {p['context_len']} 个 token）", ""]
+    roof = p.get("floor_tokens_per_s")
+    ours = p["ours_tokens_per_s"]
+    rows = [["本书", _fmt(ours, ",.0f"), "—", _share(median(ours), roof)]]
+    for key, name in peers:
+        x = p.get(f"{key}_tokens_per_s")
+        rows.append([name, _fmt(x, ",.0f"), _ratio(ours, x), _share(median(x), roof)])
+    if roof:
+        rows.append(["屋顶线上限", f"{roof:,.0f}", "—", "100 %"])
+    return out + _table(["", "提示 token/s", "本书是它的几倍", "实测 / 上限"], rows)
+
+
+def _latency_cells(x: dict[str, Any]) -> list[str]:
+    return [
+        f"{x['ttft_p50_ms']:.1f} / {x['ttft_p99_ms']:.1f}",
+        f"{x['tpot_p50_ms']:.2f} / {x['tpot_p99_ms']:.2f}",
+    ]
+
+
+def _online(o: dict[str, Any]) -> list[str]:
+    out = [
+        f"**在线**（`python -m minisgl`，openai 客户端流式请求，每个请求 "
+        f"{o['max_tokens']} 个输出 token）",
+        "",
+    ]
+    rows = [
+        [str(x["clients"]), str(x["requests"]), *_latency_cells(x), f"{x['latency_p50_s']:.3f}",
+         f"{x['output_tokens_per_s']:,.0f}"]
+        for x in o["levels"]
+    ]  # fmt: skip
+    header = ["并发", "请求数", "TTFT p50 / p99（毫秒）", "TPOT p50 / p99（毫秒）"]
+    out += _table(header + ["单个请求用时 p50（秒）", "输出 token/s"], rows)
+    tpot = {x["clients"]: x["tpot_p50_ms"] for x in o["levels"]}
+    if 1 in tpot and 8 in tpot:  # 目标：8 个客户端的 TPOT 不超过 1 个的 1.1 倍
+        out += [f"8 个客户端的 TPOT p50 是 1 个客户端的 **{tpot[8] / tpot[1]:.2f} 倍**。", ""]
+    if o.get("chat"):
+        out += _chat(o["chat"], o["max_tokens"])
+    return out
+
+
+def _chat(chat: list[dict[str, Any]], tokens: int) -> list[str]:
+    out = [
+        f"**带不带 max_tokens**（对话接口，{chat[0]['clients']} 个客户端，每个请求读 {tokens} 个"
+        " token；不带的读够了就关掉流；服务按模型的完整上下文启动。`--kv-headroom full` 是第 8 章的"
+        "整段预留，256 是第 17 章的乐观接纳）",
+        "",
+    ]
+    rows = []
+    for x in chat:
+        read = x["tokens_read"]
+        label = f"max_tokens={tokens}" if x["max_tokens_sent"] else "不带 max_tokens"
+        if "kv_headroom" in x:
+            label += f"，`--kv-headroom {x['kv_headroom']}`"
+        rows.append([
+            label,
+            f"{x['output_tokens_per_s']:,.0f}", *_latency_cells(x),
+            str(x["peak_running"]), str(x["peak_waiting"]),
+            str(read["min"]) if read["min"] == read["max"] else f"{read['min']}～{read['max']}",
+        ])  # fmt: skip
+    header = ["", "输出 token/s", "TTFT p50 / p99（毫秒）", "TPOT p50 / p99（毫秒）"]
+    return out + _table(header + ["同时在跑（峰值）", "排队（峰值）", "每个请求读到的 token"], rows)
+
+
+def _notes(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
+    """怎么量的（早先的结果里没有这一段），以及出错的对照。"""
+    out = []
+    s = r.get("settings")
+    if s:
+        out += [
+            f"每一格先在同样的形状上预热，再量 {s['runs']} 次，写中位数，括号里是最小、最大值"
+            f"离中位数最远的偏差；transformers 的离线负载量 {s['hf_offline_runs']} 次。",
+            "",
+        ]
+    for key, name in peers:
+        if _error(r, key):
+            out += [f"{name} 出错，没有跑完：`{_error(r, key)}`", ""]
+        elif r.get("peers", {}).get(key, {}).get("graphs") == 0:
+            out += [f"{name}：torch.compile 没有抓到任何图，实际是即时执行。", ""]
+    return out
 
 
 def render_markdown(r: dict[str, Any]) -> str:
     """结果 → markdown：离线吞吐、decode 延迟、prefill、在线、屋顶线，各一张表。"""
-    meta, off = r["meta"], r["offline"]
+    meta = r["meta"]
     out = [f"`{meta['command']}` · {meta['device']} · torch {meta['torch']} · {meta['date']}", ""]
-    w = off["workload"]
-    out.append(
-        f"**离线**：{w['requests']} 个请求，输入 {w['input_tokens']} 个 token，"
-        f"输出 {w['output_tokens']} 个 token（模型 {r['model']}，{r['dtype']}）"
-    )
-    out.append("")
-    rows = []
-    for name, key in (("mini-sglang（本书）", "ours"), ("transformers generate", "hf")):
-        if key in off:
-            x = off[key]
-            rows.append([name, f"{x['seconds']:.1f}", f"{x['tokens_per_s']:,.0f}"])
-    if "floor_s" in off:
-        fl = off["floor_s"]
-        rows.append(["屋顶线下限", f"{fl:.1f}", f"{w['output_tokens'] / fl:,.0f}"])
-    out += _table(["", "用时（秒）", "输出 token/s"], rows)
-    if "hf" in off:
-        ratio = off["ours"]["tokens_per_s"] / off["hf"]["tokens_per_s"]
-        out += [f"本书的引擎是 transformers 的 **{ratio:.1f} 倍**。", ""]
+    peers = _peers(r)
+    out += _notes(r, peers)
+    out += _offline(r, peers)
     if r.get("decode"):
-        out.append(f"**decode 每一步的延迟**（上下文 {r['decode'][0]['context_len']} 个 token）")
-        out.append("")
-        rows = [
-            [
-                str(d["batch_size"]),
-                f"{d['ours_ms']:.2f}",
-                f"{d['hf_ms']:.2f}" if d.get("hf_ms") else "—",
-                _ratio(d.get("hf_ms"), d["ours_ms"]),
-                f"{d['floor_ms']:.3f}" if d.get("floor_ms") else "—",
-            ]
-            for d in r["decode"]
-        ]
-        out += _table(
-            ["批大小", "本书（毫秒）", "transformers（毫秒）", "快多少", "下限（毫秒）"], rows
-        )
+        out += _decode(r, peers)
     if r.get("prefill"):
-        p = r["prefill"]
-        out.append(f"**prefill**（{p['batch_size']} 个请求 × {p['context_len']} 个 token）")
-        out.append("")
-        rows = [["本书", f"{p['ours_tokens_per_s']:,.0f}"]]
-        if p.get("hf_tokens_per_s"):
-            rows.append(["transformers", f"{p['hf_tokens_per_s']:,.0f}"])
-        if p.get("floor_tokens_per_s"):
-            rows.append(["屋顶线上限", f"{p['floor_tokens_per_s']:,.0f}"])
-        out += _table(["", "提示 token/s"], rows)
+        out += _prefill(r, peers)
     if r.get("online"):
-        o = r["online"]
-        out.append(
-            f"**在线**（`python -m minisgl`，openai 客户端流式请求，每个请求 "
-            f"{o['max_tokens']} 个输出 token）"
-        )
-        out.append("")
-        rows = [
-            [
-                str(x["clients"]),
-                str(x["requests"]),
-                f"{x['ttft_p50_ms']:.1f} / {x['ttft_p99_ms']:.1f}",
-                f"{x['tpot_p50_ms']:.2f} / {x['tpot_p99_ms']:.2f}",
-                f"{x['latency_p50_s']:.3f}",
-                f"{x['output_tokens_per_s']:,.0f}",
-            ]
-            for x in o["levels"]
-        ]
-        header = ["并发", "请求数", "TTFT p50 / p99（毫秒）", "TPOT p50 / p99（毫秒）"]
-        out += _table(header + ["单个请求用时 p50（秒）", "输出 token/s"], rows)
+        out += _online(r["online"])
     if r.get("roof"):
         roof = r["roof"]
         out.append(
@@ -209,9 +328,11 @@ def render_plots(r: dict[str, Any]) -> str:
         for ax, key in zip(axes, panels):
             if key == "decode":
                 bs = [d["batch_size"] for d in r["decode"]]
-                ax.plot(bs, [d["ours_ms"] for d in r["decode"]], "o-", label="本书")
-                if all(d.get("hf_ms") for d in r["decode"]):
-                    ax.plot(bs, [d["hf_ms"] for d in r["decode"]], "s-", label="transformers")
+                ax.plot(bs, [median(d["ours_ms"]) for d in r["decode"]], "o-", label="本书")
+                for (peer, name), marker in zip(PEERS, "s^"):
+                    if all(d.get(f"{peer}_ms") for d in r["decode"]):
+                        ms = [median(d[f"{peer}_ms"]) for d in r["decode"]]
+                        ax.plot(bs, ms, marker + "-", label=name)
                 if all(d.get("floor_ms") for d in r["decode"]):
                     floor = [d["floor_ms"] for d in r["decode"]]
                     ax.plot(bs, floor, "--", color="black", label="屋顶线下限")

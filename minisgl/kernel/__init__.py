@@ -12,6 +12,9 @@ from .ops import (
     fused_add_rmsnorm,
     gelu_and_mul,
     indexing,
+    # >> ch19
+    qk_norm_rope_inplace,
+    # << ch19
     rmsnorm,
     silu_and_mul,
 )
@@ -21,6 +24,9 @@ __all__ = [
     "fused_add_rmsnorm",
     "gelu_and_mul",
     "indexing",
+    # >> ch19
+    "qk_norm_rope_inplace",
+    # << ch19
     "rmsnorm",
     "silu_and_mul",
 ]

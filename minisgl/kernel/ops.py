@@ -25,6 +25,9 @@ __all__ = [
     # >> ch04
     "store_cache",
     # << ch04
+    # >> ch19
+    "qk_norm_rope_inplace",
+    # << ch19
 ]
 
 
@@ -161,11 +164,45 @@ def apply_rope_inplace(
         rot.copy_(rotated)  # 写回视图 = 写回 x = 写回 qkv
 
 
+# >> ch19
+def qk_norm_rope_inplace(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_weight: torch.Tensor,
+    k_weight: torch.Tensor,
+    eps: float,
+    cos_sin_cache: torch.Tensor,
+    head_dim: int,
+) -> None:
+    """Qwen3 注意力层里连着的三步合成一个算子：q、k 逐头 RMSNorm（各自的权重、同一个 ``eps``），
+    再施加 RoPE，全部原地写回。语义就是下面三行（参数见 ``rmsnorm``、``apply_rope_inplace``）；
+    GPU 上是一个 Triton kernel：每个头读一遍、写一遍，舍入的顺序和三行一样。"""
+    if (
+        q.is_cuda
+        and triton_ops is not None
+        and q.dtype == k.dtype == q_weight.dtype == k_weight.dtype
+        and cos_sin_cache.dtype == torch.float32
+    ):
+        triton_ops.qk_norm_rope_inplace(
+            positions, q, k, q_weight, k_weight, eps, cos_sin_cache, head_dim
+        )
+        return
+    rmsnorm(q, q_weight, eps, out=q)
+    rmsnorm(k, k_weight, eps, out=k)
+    apply_rope_inplace(positions, q, k, cos_sin_cache, head_dim)
+
+
+# << ch19
 # ---------------------------------------------------------------- 门控激活
 
 
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     """``x = [gate, up]`` 沿最后一维对半分，返回 ``silu(gate) * up``：``(…, 2I) -> (…, I)``。"""
+    # >> ch19
+    if x.is_cuda and triton_ops is not None and x.stride(-1) == 1:  # 一个 kernel，舍入同下一行
+        return triton_ops.silu_and_mul(x)
+    # << ch19
     gate, up = x.chunk(2, dim=-1)
     return F.silu(gate) * up
 
@@ -197,6 +234,12 @@ def store_cache(
     官方用一个 JIT 编译的 CUDA kernel（``store.cu``）做这件事，每个 token 一个线程块拷一行；
     它的测试拿来对照的正是这里的一行 PyTorch。
     """
+    # >> ch19
+    same_dtype = (k.dtype, v.dtype) == (k_cache.dtype, v_cache.dtype)  # 不同时下面报错
+    if k.is_cuda and triton_ops is not None and same_dtype:
+        triton_ops.store_cache(k_cache, v_cache, indices, k, v)  # K、V 一个 kernel（第 19 章）
+        return
+    # << ch19
     index = indices.to(torch.int64)  # index_copy_ 只收 int64；页表是 int32
     for cache, x in ((k_cache, k), (v_cache, v)):
         if x.dtype != cache.dtype:

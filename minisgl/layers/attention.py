@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 __all__ = ["AttentionLayer"]
 
 
+# >> ch19
+from minisgl.kernel import qk_norm_rope_inplace
+
+
+# << ch19
 class AttentionLayer(BaseOP):
     """没有自己的权重。``q_norm``、``k_norm``（形状 ``(head_dim,)`` 的 RMSNorm）由外层的注意力块
     持有和加载——权重名是 ``self_attn.q_norm.weight``——这里只借用，所以存成下划线属性，
@@ -61,6 +66,13 @@ class AttentionLayer(BaseOP):
         self.rotary = get_rope(rotary_config)  # 没有权重（cos/sin 表是下划线属性）
         self._q_norm = q_norm
         self._k_norm = k_norm
+        # >> ch19
+        # q_norm、k_norm 和 RoPE 合成一个算子（第 19 章）：两个 norm 的 eps 相同时，它和分开的
+        # 三步算的是同一个东西
+        self._fuse_norm_rope = (
+            q_norm is not None and k_norm is not None and q_norm.eps == k_norm.eps
+        )
+        # << ch19
 
     def forward(self, qkv: torch.Tensor) -> torch.Tensor:
         ctx = get_global_ctx()
@@ -70,6 +82,17 @@ class AttentionLayer(BaseOP):
         q = q.view(-1, self.num_qo_heads, self.head_dim)
         k = k.view(-1, self.num_kv_heads, self.head_dim)
         v = v.view(-1, self.num_kv_heads, self.head_dim)
+        # >> ch19
+        if self._fuse_norm_rope:  # 下面三步合成一个算子，GPU 上一个 kernel
+            assert self._q_norm is not None and self._k_norm is not None
+            table = self.rotary.table_on(batch.positions.device)
+            qk_norm_rope_inplace(
+                batch.positions, q, k, self._q_norm.weight, self._k_norm.weight,
+                self._q_norm.eps, table, self.head_dim,
+            )  # fmt: skip
+            o = ctx.attn_backend.forward(q, k, v, self.layer_id, batch)
+            return o.reshape(-1, self.qo_attn_dim)
+        # << ch19
         if self._q_norm is not None:
             self._q_norm.forward_inplace(q)  # 每个头单独归一化：沿最后一维（head_dim）
         if self._k_norm is not None:

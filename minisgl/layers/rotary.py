@@ -170,14 +170,18 @@ class RotaryEmbedding(BaseOP):
     def cos_sin_cache(self) -> torch.Tensor:
         return self._cos_sin_cache
 
+    def table_on(self, device: torch.device) -> torch.Tensor:
+        """``device`` 上的 cos/sin 表。表建在 CPU 上（建模型时可能在 meta 设备上），第一次用时
+        搬到计算设备，之后常驻。"""
+        if self._cos_sin_cache.device != device:
+            self._cos_sin_cache = self._cos_sin_cache.to(device)
+        return self._cos_sin_cache
+
     def forward(
         self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """原地旋转 ``q``、``k``（形状见 ``kernel.apply_rope_inplace``），返回它们本身。"""
-        if self._cos_sin_cache.device != positions.device:
-            # 缓存建在 CPU 上（建模型时可能在 meta 设备上），第一次用时搬到计算设备，之后常驻
-            self._cos_sin_cache = self._cos_sin_cache.to(positions.device)
-        apply_rope_inplace(positions, q, k, self._cos_sin_cache, self.head_dim)
+        apply_rope_inplace(positions, q, k, self.table_on(positions.device), self.head_dim)
         return q, k
 
 

@@ -1,0 +1,225 @@
+"""第 19 章：合并的小 kernel 和 ``ops.py`` 的 PyTorch 写法（规格）逐位相同。
+
+- ``qk_norm_rope_inplace``：q_norm、k_norm、RoPE 一次启动，等于分开的 rmsnorm、rmsnorm、RoPE；
+- ``silu_and_mul``：一个 kernel，舍入和 ``F.silu(gate) * up`` 一样（silu 在 float32 里算、转回、
+  乘 up 再转回）；
+- ``store_cache``：K、V 一次启动写进缓存；
+- 注意力层：合并的路径和分开的三步给出同样的 q、k、v。
+
+不在 CUDA 上时 kernel 由 Triton 的解释器执行（和包里一样挑设备）。解释器把 float32 转 bfloat16
+时直接截断，GPU 上是就近舍入（round-to-nearest-even）：测试里把解释器的这一步换成就近舍入，
+和 GPU 一致。
+
+RMSNorm 的方差是一个求和，求和的顺序不同（numpy 的、PyTorch 的、GPU 上的归约树），float32 的
+结果就可能差最后一位。所以"和 PyTorch 逐位相同"的比较用求和没有舍入的输入（0.25 的整数倍），
+其余的舍入都还在；任意的随机输入则和分开的 Triton kernel 逐位相同、和 PyTorch 只差舍入。
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from minisgl.kernel import ops
+from minisgl.layers import AttentionLayer, RMSNorm
+from minisgl.layers import attention as attention_module
+from minisgl.models.config import RotaryConfig
+from minisgl.utils.device import pick_device
+
+DEVICE = str(pick_device())
+ON_CUDA = DEVICE.startswith("cuda")
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+T = ops.triton_ops
+pytestmark = pytest.mark.skipif(T is None, reason="triton is not installed")
+
+
+@pytest.fixture(autouse=True)
+def bf16_round_to_nearest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """解释器的 float32 -> bfloat16 换成就近舍入（和 GPU 的 ``cvt.rn.bf16.f32`` 一样）。"""
+    if ON_CUDA:
+        return
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    convert = interpreter._convert_float
+
+    def rounded(data, src, dst, mode):  # type: ignore[no-untyped-def]
+        if src == tl.float32 and dst == tl.bfloat16:
+            t = torch.from_numpy(np.array(data, dtype=np.float32, copy=True))
+            return t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+        return convert(data, src, dst, mode)
+
+    monkeypatch.setattr(interpreter, "_convert_float", rounded)
+
+
+def _torch_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ops, "triton_ops", None)
+
+
+def _values(shape: tuple[int, ...], gen: torch.Generator, exact: bool) -> torch.Tensor:
+    """``exact``：0.25 的整数倍（|x| <= 4），平方和按任何顺序加都没有舍入。"""
+    if exact:
+        return torch.randint(-16, 17, shape, generator=gen).float() / 4
+    return torch.randn(shape, generator=gen) * 3
+
+
+def _case(tokens: int, hq: int, hk: int, d: int, rot: int, dtype: torch.dtype, exact: bool):  # type: ignore[no-untyped-def]
+    gen = torch.Generator().manual_seed(tokens * 1000 + d + rot)
+    qkv = _values((tokens, (hq + 2 * hk) * d), gen, exact).to(DEVICE, dtype)
+    qw = (1 + torch.randn(d, generator=gen) / 4).to(DEVICE, dtype)
+    kw = (1 + torch.randn(d, generator=gen) / 4).to(DEVICE, dtype)
+    positions = (torch.arange(tokens) * 5 + 37).to(DEVICE)  # 不从 0 开始
+    angles = torch.outer(torch.arange(512.0), torch.rand(rot // 2, generator=gen))
+    cache = torch.cat((angles.cos(), angles.sin()), dim=-1).to(DEVICE)
+    return qkv, qw, kw, positions, cache
+
+
+def _split(qkv: torch.Tensor, hq: int, hk: int, d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    q, k, _ = qkv.split([hq * d, hk * d, hk * d], dim=-1)  # 不连续的视图
+    return q.view(-1, hq, d), k.view(-1, hk, d)
+
+
+SHAPES = [  # (token 数, q 头数, k 头数, head_dim, rotary_dim)
+    (1, 16, 8, 128, 128),
+    (7, 16, 8, 64, 64),
+    (3, 4, 2, 128, 64),  # 部分旋转：后 64 维只归一化
+    (2, 2, 1, 96, 32),  # head_dim 不是 2 的幂
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_qk_norm_rope_matches_ops(
+    shape: tuple[int, ...], dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tokens, hq, hk, d, rot = shape
+    eps = 1e-6
+    # 1) 随机输入：和分开的三个 Triton kernel（rmsnorm、rmsnorm、RoPE）逐位相同
+    qkv, qw, kw, pos, cache = _case(tokens, hq, hk, d, rot, dtype, exact=False)
+    fused, unfused = qkv.clone(), qkv.clone()
+    T.qk_norm_rope_inplace(pos, *_split(fused, hq, hk, d), qw, kw, eps, cache, d)
+    q, k = _split(unfused, hq, hk, d)
+    T.rmsnorm(q, qw, eps, out=q)
+    T.rmsnorm(k, kw, eps, out=k)
+    T.apply_rope_inplace(pos, q, k, cache, d)
+    assert torch.equal(fused, unfused)
+    assert torch.equal(fused[:, (hq + hk) * d :], qkv[:, (hq + hk) * d :])  # v 不动
+    # 2) 求和没有舍入的输入：和 PyTorch 的规格逐位相同（每一步的舍入都一样）
+    qkv, qw, kw, pos, cache = _case(tokens, hq, hk, d, rot, dtype, exact=True)
+    got, want = qkv.clone(), qkv.clone()
+    T.qk_norm_rope_inplace(pos, *_split(got, hq, hk, d), qw, kw, eps, cache, d)
+    _torch_path(monkeypatch)
+    ops.qk_norm_rope_inplace(pos, *_split(want, hq, hk, d), qw, kw, eps, cache, d)
+    assert torch.equal(got, want)
+
+
+def test_qk_norm_rope_reference_is_the_composition() -> None:
+    """CPU 上（以及不满足条件时）这个算子就是原来的三步，结果一位不差。"""
+    qkv, qw, kw, pos, cache = _case(5, 4, 2, 64, 64, torch.float32, exact=False)
+    qkv, pos, cache = qkv.cpu(), pos.cpu(), cache.cpu()
+    qw, kw = qw.cpu(), kw.cpu()
+    got, want = qkv.clone(), qkv.clone()
+    ops.qk_norm_rope_inplace(pos, *_split(got, 4, 2, 64), qw, kw, 1e-6, cache, 64)
+    q, k = _split(want, 4, 2, 64)
+    ops.rmsnorm(q, qw, 1e-6, out=q)
+    ops.rmsnorm(k, kw, 1e-6, out=k)
+    ops.apply_rope_inplace(pos, q, k, cache, 64)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 96), (7, 200), (2, 3, 40)])
+def test_silu_and_mul_matches_ops(
+    shape: tuple[int, ...], dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gen = torch.Generator().manual_seed(sum(shape))
+    x = (torch.randn(shape, generator=gen) * 4).to(DEVICE, dtype)
+    got = T.silu_and_mul(x)
+    wide = torch.randn(shape[0], 3 * shape[-1], generator=gen).to(DEVICE, dtype)
+    got_view = T.silu_and_mul(wide[:, : shape[-1]])  # 行与行不相邻的视图
+    _torch_path(monkeypatch)
+    want = ops.silu_and_mul(x)
+    assert got.shape == want.shape and got.is_contiguous()
+    gate, up = x.chunk(2, dim=-1)
+    # 规格的舍入顺序：silu 在 float32 里算、转回 dtype，再乘 up（float32 里乘）、转回
+    assert torch.equal(want, (F.silu(gate.float()).to(dtype).float() * up.float()).to(dtype))
+    if ON_CUDA or dtype == torch.bfloat16:
+        assert torch.equal(got, want)
+        assert torch.equal(got_view, ops.silu_and_mul(wide[:, : shape[-1]]))
+    else:
+        # 解释器的 exp 是 numpy 的，PyTorch 在 CPU 上用 SLEEF：float32 的 silu 可能差最后一位
+        g, u = gate.float().numpy(), up.float()
+        silu = torch.from_numpy(g / (np.float32(1) + np.exp(-g)))
+        assert torch.equal(got, (silu.to(dtype).float() * u).to(dtype))
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("two_dim", [False, True])
+def test_store_cache_matches_ops(
+    index_dtype: torch.dtype, two_dim: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gen = torch.Generator().manual_seed(2)
+    tokens, hq, hk, d, slots = 5, 4, 2, 64, 32
+    qkv = torch.randn(tokens, (hq + 2 * hk) * d, generator=gen).to(DEVICE, torch.bfloat16)
+    _, k, v = qkv.split([hq * d, hk * d, hk * d], dim=-1)
+    if not two_dim:
+        k, v = k.view(tokens, hk, d), v.view(tokens, hk, d)
+    indices = torch.randperm(slots, generator=gen)[:tokens].to(DEVICE, index_dtype)
+    kv = torch.randn(2, slots, hk, d, generator=gen).to(DEVICE, torch.bfloat16)
+    got = kv.clone()
+    T.store_cache(got[0], got[1], indices, k, v)
+    _torch_path(monkeypatch)
+    want = kv.clone()
+    ops.store_cache(want[0], want[1], indices, k, v)
+    assert torch.equal(got, want)
+
+
+def test_store_cache_still_checks_the_dtype() -> None:
+    cache = torch.zeros(4, 2, 8, device=DEVICE, dtype=torch.bfloat16)
+    k = torch.zeros(1, 2, 8, device=DEVICE)
+    with pytest.raises(TypeError, match="does not match the cache dtype"):
+        ops.store_cache(cache, cache.clone(), torch.tensor([0], device=DEVICE), k, k)
+
+
+def test_attention_layer_fused_path_equals_separate_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """注意力层：合并的算子（强制走 Triton）和分开的三步交给后端的 q、k、v 逐位相同。"""
+    hq, hk, d, tokens = 4, 2, 64, 3
+    config = RotaryConfig(d, d, 256, 10000.0, None)
+    norms = []
+    for seed in (0, 1):
+        norm = RMSNorm(d, 1e-6)
+        norm.weight = (1 + torch.randn(d, generator=torch.Generator().manual_seed(seed)) / 4).to(
+            DEVICE, torch.bfloat16
+        )
+        norms.append(norm)
+    layer = AttentionLayer(0, hq, hk, d, config, *norms)
+    assert layer._fuse_norm_rope
+    seen: list[torch.Tensor] = []
+
+    def attend(q, k, v, layer_id, batch):  # type: ignore[no-untyped-def]
+        seen.append(torch.cat([q.flatten(1), k.flatten(1), v.flatten(1)], dim=-1))
+        return q
+
+    positions = torch.tensor([3, 9, 100], device=DEVICE)
+    ctx = SimpleNamespace(
+        batch=SimpleNamespace(positions=positions), attn_backend=SimpleNamespace(forward=attend)
+    )
+    monkeypatch.setattr(attention_module, "get_global_ctx", lambda: ctx)
+    gen = torch.Generator().manual_seed(5)
+    qkv = _values((tokens, (hq + 2 * hk) * d), gen, exact=True).to(DEVICE, torch.bfloat16)
+    layer.forward(qkv.clone())  # 合并的算子按设备分派：CPU 上就是分开的三步
+    monkeypatch.setattr(attention_module, "qk_norm_rope_inplace", T.qk_norm_rope_inplace)
+    fused = layer.forward(qkv.clone())
+    monkeypatch.setattr(layer, "_fuse_norm_rope", False)
+    _torch_path(monkeypatch)
+    separate = layer.forward(qkv.clone())
+    assert len(seen) == 3
+    assert torch.equal(seen[1], seen[2]) and torch.equal(fused, separate)
+    assert torch.equal(seen[0], seen[2])

@@ -1,0 +1,148 @@
+"""``python -m minisgl.benchmark.profile``：剖析一次 prefill 和两段 decode，看时间花在哪些
+kernel 上、GPU 空着的时间有多少。
+
+每一段都先在同样的形状上预热（CUDA Graph、Triton 的编译不算在内），再用 ``torch.profiler`` 录一次：
+
+- **设备上的 kernel**：按名字合并，给出调用次数和总时长，最耗时的排在前面；
+- **忙与闲**：kernel 时间区间的并集是"GPU 忙"的时间，墙上时间减去它就是 GPU 空等主机的时间
+  （准备批次、Python 的开销、同步）。
+
+没有 GPU 时录的是 CPU 上 ``aten::…`` 算子各自的时间（不含子算子），流程一样，用来测试这个脚本本身。
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from minisgl.core import SamplingParams
+from minisgl.engine import has_weight_files
+from minisgl.llm import LLM
+from minisgl.utils import dtype_from_str, pick_device, synchronize
+
+from .offline import make_workload
+
+__all__ = ["busy_time_us", "profile_region", "run"]
+
+
+def busy_time_us(intervals: list[tuple[float, float]]) -> float:
+    """时间区间（微秒）并集的总长：两个 kernel 在不同的流上重叠时，重叠的部分只算一次。"""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+def profile_region(device: torch.device, fn: Callable[[], Any], top: int = 12) -> dict[str, Any]:
+    """预热过的 ``fn`` 录一次：墙上时间、设备忙的时间、按名字合并的 kernel 排行。"""
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    synchronize(device)
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        fn()
+        synchronize(device)
+        wall_us = (time.perf_counter() - start) * 1e6
+    calls: dict[str, int] = defaultdict(int)
+    total: dict[str, float] = defaultdict(float)
+    intervals: list[tuple[float, float]] = []
+    cpu_busy = 0.0
+    for event in prof.events():
+        if cuda and event.device_type == torch.autograd.DeviceType.CUDA:
+            start_us, end_us = event.time_range.start, event.time_range.end
+            intervals.append((start_us, end_us))
+            spent = end_us - start_us
+        elif not cuda and event.name.startswith("aten::"):
+            spent = event.self_cpu_time_total  # 外层算子的时间里含着里层的：只算自己的
+            cpu_busy += spent
+        else:
+            continue
+        calls[event.name] += 1
+        total[event.name] += spent
+    busy = busy_time_us(intervals) if cuda else cpu_busy
+    ranked = sorted(total, key=total.__getitem__, reverse=True)
+    return {
+        "wall_ms": wall_us / 1000,
+        "busy_ms": busy / 1000,
+        "idle_ms": max(wall_us - busy, 0.0) / 1000,
+        "launches": sum(calls.values()),
+        "kernels": [
+            {"name": name[:120], "calls": calls[name], "total_ms": total[name] / 1000}
+            for name in ranked[:top]
+        ],
+    }
+
+
+def run(model: str, dtype: str, prompt_len: int, prefill_batch: int, decode: tuple[int, ...],
+        decode_steps: int) -> dict[str, Any]:  # fmt: skip
+    device = pick_device()
+    llm = LLM(
+        model, device=device, dtype=dtype_from_str(dtype),
+        dummy_weights=not has_weight_files(model), max_running_reqs=max(prefill_batch, *decode),
+        max_seq_len=prompt_len + decode_steps + 8, memory_fraction=0.6,
+    )  # fmt: skip
+
+    def generate(batch: int, tokens: int, seed: int) -> Callable[[], Any]:
+        work = make_workload(batch, (prompt_len, prompt_len), (tokens, tokens), seed=seed)
+        params = [SamplingParams(max_tokens=tokens, ignore_eos=True)] * batch
+        return lambda: llm.generate(work.prompts, params)
+
+    regions: dict[str, Any] = {}
+    cases = [(f"prefill {prefill_batch}×{prompt_len}", prefill_batch, 1)]
+    cases += [(f"decode bs{bs}×{decode_steps}", bs, 1 + decode_steps) for bs in decode]
+    for i, (name, batch, tokens) in enumerate(cases):
+        generate(batch, tokens, seed=100 + i)()  # 预热：同样的形状，另一批 token
+        regions[name] = profile_region(device, generate(batch, tokens, seed=200 + i))
+        r = regions[name]
+        print(f"[profile] {name}：墙上 {r['wall_ms']:.1f} ms，设备忙 {r['busy_ms']:.1f} ms，"
+              f"{r['launches']} 次启动")  # fmt: skip
+    llm.shutdown()
+    return {"device": str(device), "model": model, "dtype": dtype, "regions": regions}
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [f"设备 {result['device']}，模型 {result['model']}（{result['dtype']}）"]
+    for name, r in result["regions"].items():
+        lines.append(
+            f"\n## {name}：墙上 {r['wall_ms']:.1f} ms，设备忙 {r['busy_ms']:.1f} ms，"
+            f"空闲 {r['idle_ms']:.1f} ms，{r['launches']} 次启动\n"
+        )
+        lines.append("| kernel | 次数 | 总时长 ms |")
+        lines.append("|---|---:|---:|")
+        lines += [
+            f"| `{k['name'][:80]}` | {k['calls']} | {k['total_ms']:.2f} |" for k in r["kernels"]
+        ]
+    return "\n".join(lines)
+
+
+PRESETS = {
+    "full": ("models/qwen3-0.6b-shape", "bfloat16", 512, 64, (1, 64), 128),
+    "quick": ("models/tiny-qwen3", "float32", 32, 4, (1, 4), 8),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m minisgl.benchmark.profile", description=__doc__)
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="quick")
+    ap.add_argument("--out", help="结果写到这个 JSON 文件")
+    ns = ap.parse_args(argv)
+    result = run(*PRESETS[ns.preset])
+    print(render(result))
+    if ns.out:
+        with open(ns.out, "w", encoding="utf-8") as f:
+            json.dump(result, f, ensure_ascii=False, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
