@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import (
-    # >> ch17
-    Callable,
-    # << ch17
-    Iterable,
-)
+from collections.abc import Callable, Iterable
 
 from .cache import CacheManager
 from .utils import SchedReq
@@ -56,20 +51,9 @@ class DecodeManager:
 
     # << ch11
     def reserved_pages(
-        self,
-        cache: CacheManager,
-        # >> ch17
-        reserve_until: Callable[[SchedReq], int] | None = None,
-        # << ch17
+        self, cache: CacheManager, reserve_until: Callable[[SchedReq], int] | None = None
     ) -> int:
-        """运行中的请求将来还要的页：各自生成到头时需要的页数，减去已经拿到的。
-        接纳新请求时先扣掉这些，decode 就永远不会因为没页而卡住。"""
-        running = self._running.values()
-        # ~~ ch08 < ch17
-        # ~ return sum(cache.pages_for(r.max_device_len) - len(r.pages) for r in running)
-        # ~~
-        # >> ch17
-        # 第 17 章：乐观接纳时只预留到 reserve_until(r)，decode 就可能缺页，要退回请求
+        """运行中的请求将来还要的页：各自到 ``reserve_until(r)``（默认生成到头）时需要的页数，
+        减去已经拿到的。接纳新请求时先扣掉这些，decode 就永远不会因为没页而卡住。"""
         until = reserve_until or (lambda r: r.max_device_len)
-        return sum(cache.pages_for(until(r)) - len(r.pages) for r in running)
-        # << ch17
+        return sum(cache.pages_for(until(r)) - len(r.pages) for r in self._running.values())

@@ -70,12 +70,7 @@ class PrefillManager:
             self._take_chunk(req, budget)
             self.cache.ensure_pages(req, req.device_len)  # 这一块要用的页
             budget -= req.extend_len
-            # ~~ ch09 < ch17
-            # ~ reserved_pages += self.cache.pages_for(req.max_device_len) - len(req.pages)
-            # ~~
-            # >> ch17
             reserved_pages += self.cache.pages_for(self.reserve_until(req)) - len(req.pages)
-            # << ch17
             admitted.append(req)
         # << ch09
         while self.pending and self.table.num_free > 0:
@@ -93,14 +88,11 @@ class PrefillManager:
             # ~~
             # 先锁住匹配到的前缀：锁住的页不再算"可淘汰"，下面的可用页数才是真的
             self.cache.prefix_cache.lock(handle)
-            # ~~ ch08 < ch17
-            # ~ total_pages = self.cache.pages_for(len(pending.input_ids) + pending.output_len)
-            # ~~
+            total_pages = self.cache.pages_for(len(pending.input_ids) + pending.output_len)
             # >> ch17
-            ahead = pending.output_len  # 往后要预留几个 token 的页
-            if self.headroom is not None:
-                ahead = min(ahead, self.headroom)
-            total_pages = self.cache.pages_for(len(pending.input_ids) + ahead)
+            if self.headroom is not None:  # 乐观接纳：只预留往后 headroom 个 token 的页
+                ahead = min(pending.output_len, self.headroom)
+                total_pages = self.cache.pages_for(len(pending.input_ids) + ahead)
             # << ch17
             need = total_pages - len(cached_pages)
             if need > self.cache.available_pages - reserved_pages:
@@ -132,14 +124,17 @@ class PrefillManager:
             admitted.append(req)
         return admitted
 
-    # >> ch17
     def reserve_until(self, req: SchedReq) -> int:
-        """接纳新请求时，要为运行中的 ``req`` 预留到第几个 token：乐观接纳只留到眼下之后
-        ``headroom`` 个 token（提示没算完的，先算上整个提示），否则留到生成完。"""
-        if self.headroom is None:
-            return req.max_device_len
-        return min(req.max_device_len, max(req.device_len, len(req.input_ids)) + self.headroom)
+        """接纳新请求时，要为运行中的 ``req`` 预留到第几个 token：到它生成完为止。"""
+        # >> ch17
+        if self.headroom is not None:
+            # 乐观接纳：只留到眼下之后 headroom 个 token（提示还没算完的，先算上整个提示）
+            now = max(req.device_len, len(req.input_ids))
+            return min(req.max_device_len, now + self.headroom)
+        # << ch17
+        return req.max_device_len
 
+    # >> ch17
     def requeue(self, req: PendingReq) -> None:
         """被退回的请求排回队头：它比所有还在排队的请求来得早。"""
         self.pending.appendleft(req)

@@ -98,14 +98,14 @@ class Scheduler:
             self.engine.page_table,
             create_prefix_cache(config.cache_type, self.engine.page_size),
         )
-        # ~~ ch08 < ch17
-        # ~ self.prefill_manager = PrefillManager(self.cache, self.table, config.max_extend_tokens)
-        # ~~
-        # >> ch17
         self.prefill_manager = PrefillManager(
-            self.cache, self.table, config.max_extend_tokens, config.kv_headroom
+            self.cache,
+            self.table,
+            config.max_extend_tokens,
+            # >> ch17
+            config.kv_headroom,
+            # << ch17
         )
-        # << ch17
         self.decode_manager = DecodeManager()
         self.stats = {"prefill_steps": 0, "decode_steps": 0, "prefill_tokens": 0}
         # >> ch17
@@ -198,14 +198,9 @@ class Scheduler:
 
     def schedule_next_batch(self) -> Batch | None:
         """prefill 优先：能接纳新请求就做 prefill，否则 decode 全部运行中的请求。"""
-        # ~~ ch08 < ch17
-        # ~ reserved = self.decode_manager.reserved_pages(self.cache)
-        # ~~
-        # >> ch17
         reserved = self.decode_manager.reserved_pages(
             self.cache, self.prefill_manager.reserve_until
         )
-        # << ch17
         reqs = self.prefill_manager.schedule(reserved)
         if reqs:
             return Batch(reqs, "prefill")  # type: ignore[arg-type]

@@ -64,13 +64,8 @@ class Histogram:
         return out
 
 
-# ~~ ch16 < ch17
-# ~ # 调度器账目：SchedulerStats 的字段 → (指标名, 说明)。都是 gauge（此刻的值）
-# ~~
-# >> ch17
 # 调度器账目：SchedulerStats 的字段 → (指标名, 说明)。名字以 _total 结尾的是 counter（只增不减），
 # 其余是 gauge（此刻的值）
-# << ch17
 _SCHEDULER_GAUGES = {
     "running": ("running_requests", "调度器里正在运行的请求数（包括正在分块预填充的）。"),
     "waiting": ("waiting_requests", "排队等待进入批次的请求数。"),
@@ -119,13 +114,8 @@ class Metrics:
         if self.scheduler is not None:  # 调度器还没报过账时不编造数字
             for f in fields(self.scheduler):
                 name, help_text = _SCHEDULER_GAUGES[f.name]
-                # ~~ ch16 < ch17
-                # ~ one(name, "gauge", help_text, getattr(self.scheduler, f.name))
-                # ~~
-                # >> ch17
-                kind = "counter" if name.endswith("_total") else "gauge"  # 退回的次数只增不减
+                kind = "counter" if name.endswith("_total") else "gauge"
                 one(name, kind, help_text, getattr(self.scheduler, f.name))
-                # << ch17
             s = self.scheduler
             used = s.kv_pages_total - s.kv_pages_free - s.kv_pages_cached
             one("kv_pages_used", "gauge", "正在使用的页：运行中的请求和它们锁住的前缀缓存。", used)

@@ -95,9 +95,18 @@ def _kv_into_another_request(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _skip_rope(monkeypatch: pytest.MonkeyPatch) -> None:
+    """转角全是 0（cos = 1、sin = 0）：注意力层不管分开算还是用合并的算子，cos/sin 表都从
+    ``table_on`` 来，两条路都等于没做 RoPE。"""
     from minisgl.layers.rotary import RotaryEmbedding
 
-    monkeypatch.setattr(RotaryEmbedding, "forward", lambda self, positions, q, k: (q, k))
+    original = RotaryEmbedding.table_on
+
+    def no_rotation(self: RotaryEmbedding, device: torch.device) -> torch.Tensor:
+        table = original(self, device)
+        half = table.shape[-1] // 2
+        return torch.cat([torch.ones_like(table[:, :half]), torch.zeros_like(table[:, half:])], -1)
+
+    monkeypatch.setattr(RotaryEmbedding, "table_on", no_rotation)
 
 
 INTACT_FLOOR = 0.95  # 完好的引擎至少答对这么多
