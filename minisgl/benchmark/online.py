@@ -52,11 +52,34 @@ def percentile(values: Sequence[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def _one_request(client: Any, prompt: str, max_tokens: int) -> Sample:
-    """补全接口流式发一个请求：返回（TTFT、TPOT、输出 token 数、总用时）。"""
-    start = time.perf_counter()
+def _timed_stream(
+    stream: Any, text: Callable[[Any], str | None], tokens: int, count_pieces: bool, start: float
+) -> Sample:
+    """读一个流式回复（``start`` 是发出请求的时刻），返回（TTFT、TPOT、token 数、总用时）。
+    token 数取服务最后报的用量；``count_pieces`` 时改数收到的文本段，读够 ``tokens`` 段就关掉流
+    （像一个不再读的客户端）。一段文本通常就是一个 token（反分词要攒字符时才多于一个），
+    所以这样读到的不少于 ``tokens`` 个。"""
     first = last = 0.0
-    tokens = 0
+    pieces = used = 0
+    with stream:  # 退出时关掉连接：提前停下时，服务看到断开、中止这个请求
+        for chunk in stream:
+            if chunk.usage is not None:
+                used = chunk.usage.completion_tokens
+            if chunk.choices and text(chunk.choices[0]):
+                last = time.perf_counter()
+                first = first or last
+                pieces += 1
+                if count_pieces and pieces == tokens:
+                    break
+    got = pieces if count_pieces else used
+    if got != tokens or not first:
+        raise RuntimeError(f"expected {tokens} tokens, got {got}")
+    return first - start, (last - first) / max(got - 1, 1), got, last - start
+
+
+def _one_request(client: Any, prompt: str, max_tokens: int) -> Sample:
+    """补全接口流式发一个请求，读完整个流。"""
+    start = time.perf_counter()
     stream = client.completions.create(
         model="bench",
         prompt=prompt,
@@ -66,25 +89,13 @@ def _one_request(client: Any, prompt: str, max_tokens: int) -> Sample:
         stream_options={"include_usage": True},
         extra_body={"ignore_eos": True},
     )
-    for chunk in stream:
-        if chunk.usage is not None:
-            tokens = chunk.usage.completion_tokens
-        if chunk.choices and chunk.choices[0].text:
-            last = time.perf_counter()
-            first = first or last
-    if tokens != max_tokens or not first:
-        raise RuntimeError(f"expected {max_tokens} tokens, got {tokens}")
-    tpot = (last - first) / max(tokens - 1, 1)
-    return first - start, tpot, tokens, last - start
+    return _timed_stream(stream, lambda choice: choice.text, max_tokens, False, start)
 
 
 def _chat_request(client: Any, prompt: str, tokens: int, send_max_tokens: bool) -> Sample:
-    """对话接口流式发一个请求，读 ``tokens`` 个 token。带 ``max_tokens`` 时读完整个流，token 数
-    以服务最后报的用量为准；不带时数收到的文本段，够了就关掉流（像一个不再读的客户端）。
-    一段文本通常就是一个 token（反分词要攒字符时才多于一个），所以后者读到的不少于 ``tokens``。"""
+    """对话接口流式发一个请求，读 ``tokens`` 个 token。带 ``max_tokens`` 时读完整个流；不带时
+    读够 ``tokens`` 段文本就关掉流。"""
     start = time.perf_counter()
-    first = last = 0.0
-    pieces = used = 0
     extra = {"max_tokens": tokens} if send_max_tokens else {}
     stream = client.chat.completions.create(
         model="bench",
@@ -95,21 +106,9 @@ def _chat_request(client: Any, prompt: str, tokens: int, send_max_tokens: bool) 
         extra_body={"ignore_eos": True},
         **extra,
     )
-    with stream:  # 退出时关掉连接：服务看到断开，中止这个请求
-        for chunk in stream:
-            if chunk.usage is not None:
-                used = chunk.usage.completion_tokens
-            if chunk.choices and chunk.choices[0].delta.content:
-                last = time.perf_counter()
-                first = first or last
-                pieces += 1
-                if not send_max_tokens and pieces == tokens:
-                    break
-    got = used if send_max_tokens else pieces
-    if got != tokens or not first:
-        raise RuntimeError(f"expected {tokens} tokens, got {got}")
-    tpot = (last - first) / max(got - 1, 1)
-    return first - start, tpot, got, last - start
+    return _timed_stream(
+        stream, lambda choice: choice.delta.content, tokens, not send_max_tokens, start
+    )
 
 
 def _run_pool(

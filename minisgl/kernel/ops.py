@@ -41,9 +41,10 @@ except ImportError:
     triton_ops = None  # type: ignore[assignment]
 
 
-def _use_triton(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """CUDA 上、装了 triton、权重和输入同一个 dtype（不同时结果会被提升 dtype，交给 PyTorch）。"""
-    return x.is_cuda and triton_ops is not None and weight.dtype == x.dtype
+def _use_triton(x: torch.Tensor, *others: torch.Tensor) -> bool:
+    """CUDA 上、装了 triton、``others``（权重、残差……）和输入 ``x`` 同一个 dtype（不同时结果会被
+    提升 dtype，交给 PyTorch）。"""
+    return x.is_cuda and triton_ops is not None and all(t.dtype == x.dtype for t in others)
 
 
 # << ch19
@@ -122,7 +123,7 @@ def fused_add_rmsnorm(
     和 transformers 的 ``hidden_states = residual + hidden_states`` 一样。
     """
     # >> ch19
-    if _use_triton(x, weight) and residual.dtype == x.dtype:
+    if _use_triton(x, weight, residual):
         triton_ops.rmsnorm(x, weight, eps, out=x, residual=residual)
         return
     # << ch19
@@ -151,7 +152,7 @@ def apply_rope_inplace(
     ``位置 * inv_freq[i]``；``rotary_dim < head_dim`` 时其余的维度原样不动。
     """
     # >> ch19
-    if q.is_cuda and triton_ops is not None and cos_sin_cache.dtype == torch.float32:
+    if _use_triton(q) and cos_sin_cache.dtype == torch.float32:
         triton_ops.apply_rope_inplace(positions, q, k, cos_sin_cache, head_dim)
         return
     # << ch19
@@ -178,12 +179,7 @@ def qk_norm_rope_inplace(
     """Qwen3 注意力层里连着的三步合成一个算子：q、k 逐头 RMSNorm（各自的权重、同一个 ``eps``），
     再施加 RoPE，全部原地写回。语义就是下面三行（参数见 ``rmsnorm``、``apply_rope_inplace``）；
     GPU 上是一个 Triton kernel：每个头读一遍、写一遍，舍入的顺序和三行一样。"""
-    if (
-        q.is_cuda
-        and triton_ops is not None
-        and q.dtype == k.dtype == q_weight.dtype == k_weight.dtype
-        and cos_sin_cache.dtype == torch.float32
-    ):
+    if _use_triton(q, k, q_weight, k_weight) and cos_sin_cache.dtype == torch.float32:
         triton_ops.qk_norm_rope_inplace(
             positions, q, k, q_weight, k_weight, eps, cos_sin_cache, head_dim
         )
@@ -200,7 +196,7 @@ def qk_norm_rope_inplace(
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     """``x = [gate, up]`` 沿最后一维对半分，返回 ``silu(gate) * up``：``(…, 2I) -> (…, I)``。"""
     # >> ch19
-    if x.is_cuda and triton_ops is not None and x.stride(-1) == 1:  # 一个 kernel，舍入同下一行
+    if _use_triton(x) and x.stride(-1) == 1:  # 一个 kernel，舍入同下一行
         return triton_ops.silu_and_mul(x)
     # << ch19
     gate, up = x.chunk(2, dim=-1)
@@ -235,8 +231,7 @@ def store_cache(
     它的测试拿来对照的正是这里的一行 PyTorch。
     """
     # >> ch19
-    same_dtype = (k.dtype, v.dtype) == (k_cache.dtype, v_cache.dtype)  # 不同时下面报错
-    if k.is_cuda and triton_ops is not None and same_dtype:
+    if _use_triton(k, k_cache) and v.dtype == v_cache.dtype:  # dtype 不同时下面报错
         triton_ops.store_cache(k_cache, v_cache, indices, k, v)  # K、V 一个 kernel（第 19 章）
         return
     # << ch19

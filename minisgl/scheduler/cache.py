@@ -96,9 +96,13 @@ class CacheManager:
         """新请求能复用的前缀。最后一个 token 不参与匹配：它总得重算一遍，才有 logits 可以采样。"""
         return self.prefix_cache.match_prefix(input_ids[:-1].tolist())
 
+    def pages_missing(self, req: SchedReq, num_tokens: int) -> int:
+        """请求还差几页才放得下前 ``num_tokens`` 个 token（已经够了就是 0）。"""
+        return max(0, self.pages_for(num_tokens) - len(req.pages))
+
     def ensure_pages(self, req: SchedReq, num_tokens: int) -> None:
         """让请求的页够放前 ``num_tokens`` 个 token，新拿到的页写进页表它那一行。"""
-        missing = self.pages_for(num_tokens) - len(req.pages)
+        missing = self.pages_missing(req, num_tokens)
         if missing > 0:
             start = len(req.pages)
             req.pages += self.allocate(missing)
@@ -117,8 +121,8 @@ class CacheManager:
         slots: list[int] = []
         size = self.page_size
         for req in reqs:
-            missing = self.pages_for(req.device_len) - len(req.pages)
-            if missing <= 0:
+            missing = self.pages_missing(req, req.device_len)
+            if missing == 0:
                 continue
             first = len(req.pages) * size
             new = self.allocate(missing)

@@ -56,4 +56,4 @@ class DecodeManager:
         """运行中的请求将来还要的页：各自到 ``reserve_until(r)``（默认生成到头）时需要的页数，
         减去已经拿到的。接纳新请求时先扣掉这些，decode 就永远不会因为没页而卡住。"""
         until = reserve_until or (lambda r: r.max_device_len)
-        return sum(cache.pages_for(until(r)) - len(r.pages) for r in self._running.values())
+        return sum(cache.pages_missing(r, until(r)) for r in self._running.values())

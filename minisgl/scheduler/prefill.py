@@ -63,14 +63,14 @@ class PrefillManager:
             # 乐观接纳时，它预留的页可能已经被 decode 用掉了：这一块放不下就先等着，这一步去
             # decode（decode 缺页时会退回请求，页总会空出来）。它排在队头，后面的请求也等着
             end = req.cached_len + min(len(req.input_ids) - req.cached_len, budget)
-            if self.cache.pages_for(end) - len(req.pages) > self.cache.available_pages:
+            if self.cache.pages_missing(req, end) > self.cache.available_pages:
                 self.chunked = req
                 return []
             # << ch17
             self._take_chunk(req, budget)
             self.cache.ensure_pages(req, req.device_len)  # 这一块要用的页
             budget -= req.extend_len
-            reserved_pages += self.cache.pages_for(self.reserve_until(req)) - len(req.pages)
+            reserved_pages += self.cache.pages_missing(req, self.reserve_until(req))
             admitted.append(req)
         # << ch09
         while self.pending and self.table.num_free > 0:

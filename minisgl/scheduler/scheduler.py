@@ -229,17 +229,19 @@ class Scheduler:
         保证了每个请求单独放得下整个池子，别人的页都已经还回来或者可以淘汰。
         """
 
-        def missing(reqs: list[SchedReq]) -> int:
-            return sum(max(0, self.cache.pages_for(r.device_len) - len(r.pages)) for r in reqs)
+        def missing(req: SchedReq) -> int:
+            return self.cache.pages_missing(req, req.device_len)
 
         keep = list(running)
-        victims = self.decode_manager.retract_order()
-        while missing(keep) > self.cache.available_pages and len(keep) > 1:
-            victim = victims.pop(0)
+        short = sum(map(missing, keep))  # 这一步一共还差几页；每退回一个，少它那一份
+        for victim in self.decode_manager.retract_order():
+            if short <= self.cache.available_pages or len(keep) == 1:
+                break
+            short -= missing(victim)
             self._retract(victim)
             keep.remove(victim)
         chunked = self.prefill_manager.chunked
-        if missing(keep) > self.cache.available_pages and chunked is not None:
+        if short > self.cache.available_pages and chunked is not None:
             self._retract(chunked)
         return keep
 

@@ -66,7 +66,7 @@ class Histogram:
 
 # 调度器账目：SchedulerStats 的字段 → (指标名, 说明)。名字以 _total 结尾的是 counter（只增不减），
 # 其余是 gauge（此刻的值）
-_SCHEDULER_GAUGES = {
+_SCHEDULER_METRICS = {
     "running": ("running_requests", "调度器里正在运行的请求数（包括正在分块预填充的）。"),
     "waiting": ("waiting_requests", "排队等待进入批次的请求数。"),
     "kv_pages_total": ("kv_pages_capacity", "KV 池的总页数。"),
@@ -113,7 +113,7 @@ class Metrics:
 
         if self.scheduler is not None:  # 调度器还没报过账时不编造数字
             for f in fields(self.scheduler):
-                name, help_text = _SCHEDULER_GAUGES[f.name]
+                name, help_text = _SCHEDULER_METRICS[f.name]
                 kind = "counter" if name.endswith("_total") else "gauge"
                 one(name, kind, help_text, getattr(self.scheduler, f.name))
             s = self.scheduler
