@@ -14,6 +14,43 @@ __all__ = ["_decode_partial_kernel", "_decode_reduce_kernel", "_extend_kernel"]
 
 
 @triton.jit
+def _extend_step(
+    acc, l_i, m_i, q, K, V, PT, row, kvh, n, kv_end, pos_q,
+    stride_kt, stride_kh, stride_pt, sm_scale,
+    D: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr, MASKED: tl.constexpr,
+):  # fmt: skip
+    """online softmax 的一步：读第 ``n`` 个 token 起的一块 K/V，更新 (acc, l, m)。
+    ``MASKED`` 为 False 的块整块都看得见，省掉掩码的比较和 where。"""
+    offs_d = tl.arange(0, D)
+    offs_n = n + tl.arange(0, BLOCK_N)
+    n_mask = offs_n < kv_end
+    slot = tl.load(PT + row * stride_pt + offs_n, mask=n_mask, other=0).to(tl.int64)
+    kv_offs = slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :]
+    k = tl.load(K + kv_offs, mask=n_mask[:, None], other=0.0)
+    if IEEE:
+        s = tl.dot(q, tl.trans(k), input_precision="ieee")
+    else:
+        s = tl.dot(q, tl.trans(k))
+    s = s * sm_scale
+    if MASKED:
+        visible = (offs_n[None, :] <= pos_q[:, None]) & n_mask[None, :]
+        s = tl.where(visible, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    # 防御：一整行都看不到时 m_new 还是 -inf，用 0 代替免得 nan（实际不会发生：位置 0
+    # 对每个 q 都可见，第一块就让 m_new 有限）
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.exp(s - m_safe[:, None])
+    alpha = tl.exp(m_i - m_safe)
+    v = tl.load(V + kv_offs, mask=n_mask[:, None], other=0.0)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    if IEEE:
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
+    else:
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    return acc, l_i, m_new
+
+
+@triton.jit
 def _extend_kernel(
     Q, K, V, OUT, PT, ROWS, CU_Q, CACHED,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_ot, stride_oh, stride_pt,
@@ -42,33 +79,19 @@ def _extend_kernel(
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D], tl.float32)
     kv_end = tl.minimum(cached + extend_len, cached + (mb + 1) * BLOCK_M)
-    for n in range(0, kv_end, BLOCK_N):
-        offs_n = n + tl.arange(0, BLOCK_N)
-        n_mask = offs_n < kv_end
-        slot = tl.load(PT + row * stride_pt + offs_n, mask=n_mask, other=0).to(tl.int64)
-        k = tl.load(K + slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
-                    mask=n_mask[:, None], other=0.0)  # fmt: skip
-        if IEEE:
-            s = tl.dot(q, tl.trans(k), input_precision="ieee")
-        else:
-            s = tl.dot(q, tl.trans(k))
-        s = s * sm_scale
-        visible = (offs_n[None, :] <= pos_q[:, None]) & n_mask[None, :]
-        s = tl.where(visible, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        # 防御：一整行都看不到时 m_new 还是 -inf，用 0 代替免得 nan（实际不会发生：位置 0
-        # 对每个 q 都可见，第一块就让 m_new 有限）
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.exp(s - m_safe[:, None])
-        alpha = tl.exp(m_i - m_safe)
-        v = tl.load(V + slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
-                    mask=n_mask[:, None], other=0.0)  # fmt: skip
-        l_i = l_i * alpha + tl.sum(p, 1)
-        if IEEE:
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
-        else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+    # 位置小于这块 q 里最小位置的 K/V，块里每个 q 都看得见：这些块不用掩码。
+    # 剩下的（对角线附近、末尾不满的）才逐个比较位置
+    full_end = (cached + mb * BLOCK_M) // BLOCK_N * BLOCK_N
+    for n in range(0, full_end, BLOCK_N):
+        acc, l_i, m_i = _extend_step(
+            acc, l_i, m_i, q, K, V, PT, row, kvh, n, kv_end, pos_q,
+            stride_kt, stride_kh, stride_pt, sm_scale, D, BLOCK_N, IEEE, False,
+        )  # fmt: skip
+    for n in range(full_end, kv_end, BLOCK_N):
+        acc, l_i, m_i = _extend_step(
+            acc, l_i, m_i, q, K, V, PT, row, kvh, n, kv_end, pos_q,
+            stride_kt, stride_kh, stride_pt, sm_scale, D, BLOCK_N, IEEE, True,
+        )  # fmt: skip
     out = acc / l_i[:, None]
     tl.store(OUT + tok[:, None] * stride_ot + h * stride_oh + offs_d[None, :],
              out.to(OUT.dtype.element_ty), mask=m_mask[:, None])  # fmt: skip

@@ -26,6 +26,7 @@ __all__ = [
     "store_cache",
     # << ch04
     # >> ch19
+    "linear",
     "qk_norm_rope_inplace",
     # << ch19
 ]
@@ -36,9 +37,9 @@ from minisgl.utils.device import use_triton_interpreter_unless_cuda
 
 use_triton_interpreter_unless_cuda()  # 必须在导入 triton 之前
 try:  # 可选：没有 triton 时 GPU 上也用下面的 PyTorch 写法
-    from . import triton_ops
+    from . import triton_linear, triton_ops
 except ImportError:
-    triton_ops = None  # type: ignore[assignment]
+    triton_linear = triton_ops = None  # type: ignore[assignment]
 
 
 def _use_triton(x: torch.Tensor, *others: torch.Tensor) -> bool:
@@ -187,6 +188,34 @@ def qk_norm_rope_inplace(
     rmsnorm(q, q_weight, eps, out=q)
     rmsnorm(k, k_weight, eps, out=k)
     apply_rope_inplace(positions, q, k, cos_sin_cache, head_dim)
+
+
+# ---------------------------------------------------------------- 线性层
+
+
+def _small_m_kernel_fits(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Triton GEMV 接得住的情形：x 是 ``(M, K)``、``1 <= M <= MAX_M``，全都连续，dtype 都是同一个
+    bf16/fp16（GPU 上模型的权重就是它们）。"""
+    tensors = (x, weight) if bias is None else (x, weight, bias)
+    return (
+        triton_linear is not None
+        and x.dim() == 2
+        and 1 <= x.shape[0] <= triton_linear.MAX_M
+        and x.dtype in (torch.bfloat16, torch.float16)
+        and all(t.dtype == x.dtype and t.is_contiguous() for t in tensors)
+    )
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear(x, weight, bias)``：``y = x @ weight.T + bias``，``weight`` 是 ``(N, K)``。
+
+    decode 时 x 只有几行，这是把权重读一遍就完事的"瘦"矩阵乘；输出窄、K 长的（o_proj、down）
+    cuBLAS 切 K 再归约，读得慢。GPU 上 M 很小时换成按带宽写的 Triton GEMV（float32 累加，和
+    ``F.linear`` 只差舍入）；其余情形（prefill 的大矩阵乘、float32、CPU）仍是 ``F.linear``。
+    """
+    if x.is_cuda and _small_m_kernel_fits(x, weight, bias):
+        return triton_linear.linear_small_m(x, weight, bias)
+    return F.linear(x, weight, bias)
 
 
 # << ch19

@@ -4,7 +4,7 @@
 kernel 至少也要一两微秒。``ops.py`` 里的 PyTorch 写法，一次 RMSNorm 是 6、7 个小 kernel（转
 float32、平方、求均值、rsqrt、乘、转回、乘权重），一次 RoPE 十几个；每层 4 次 RMSNorm（输入、
 注意力之后、q_norm、k_norm）加一次 RoPE，28 层就是一千多个小 kernel。这里每个都只启动一次：
-一行（一个 token 的一个头）读进寄存器，算完写回。
+每个程序拿几行（一个 token 的一个头，或者一个 token 的整个隐藏向量）读进寄存器，算完写回。
 
 舍入的顺序和 ``ops.py`` 一样（那里的 PyTorch 写法就是规格）：残差在输入的 dtype 里相加；方差在
 float32 里算；归一化后先转回输入的 dtype，再乘权重；RoPE 在 float32 里转，写回时转回。
@@ -25,31 +25,49 @@ __all__ = ["apply_rope_inplace", "qk_norm_rope_inplace", "rmsnorm", "silu_and_mu
 # GPU 上让 Triton 逐条按写法舍入：不把 ``a * b - c`` 合成一条 FMA（少一次舍入，结果就和 PyTorch
 # 分开算的乘、减差一位）。解释器没有这回事，这个参数它也认。
 _EXACT = {"enable_fp_fusion": False}
+ROW_ELEMENTS = 4096  # 按行处理的 kernel 每个程序大约读这么多个数（见 _block_rows）
+
+
+@triton.jit
+def _row_offsets(R0, total, heads, stride_t, stride_h, ROWS: tl.constexpr):
+    """第 R0 行起的 ``ROWS`` 行：每行的起始偏移和有效掩码。三维的 (token, 头, 维) 也当成一行一行：
+    第 r 行是 token ``r // heads`` 的第 ``r % heads`` 个头。"""
+    r = R0 + tl.arange(0, ROWS)
+    t = (r // heads).to(tl.int64)
+    return t, t * stride_t + (r % heads) * stride_h, r < total
+
+
+@triton.jit
+def _rstd(x, n, eps):
+    """一块 ``(ROWS, BLOCK)`` 的每一行的 ``1 / sqrt(mean(x²) + eps)``，float32。
+    rmsnorm 和 q/k 的合并 kernel 都用它：块的形状相同时，求和的顺序（归约树）也相同，
+    两者的结果逐位一样。"""
+    xf = x.to(tl.float32)
+    return tl.rsqrt(tl.sum(xf * xf, axis=1) / n + eps)
 
 
 @triton.jit
 def _rmsnorm_kernel(
     X, RES, W, OUT,
     stride_xt, stride_xh, stride_rt, stride_rh, stride_ot, stride_oh,
-    heads, n, eps,
-    HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr,
+    total, heads, n, eps,
+    HAS_RESIDUAL: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr,
 ):  # fmt: skip
-    row = tl.program_id(0)
-    t = row // heads  # 三维的 (token, 头, 维) 也当成一行一行：第 row 行是 token t 的第 h 个头
-    h = row % heads
+    R0 = tl.program_id(0).to(tl.int64) * ROWS
+    t, xo, rmask = _row_offsets(R0, total, heads, stride_xt, stride_xh, ROWS)
     cols = tl.arange(0, BLOCK)
-    mask = cols < n
-    x = tl.load(X + t * stride_xt + h * stride_xh + cols, mask=mask, other=0.0)
+    mask = rmask[:, None] & (cols < n)[None, :]
+    x = tl.load(X + xo[:, None] + cols[None, :], mask=mask, other=0.0)
     if HAS_RESIDUAL:  # residual ← x + residual（输入的 dtype），之后归一化的是它
-        r = tl.load(RES + t * stride_rt + h * stride_rh + cols, mask=mask, other=0.0)
+        _, ro, _ = _row_offsets(R0, total, heads, stride_rt, stride_rh, ROWS)
+        r = tl.load(RES + ro[:, None] + cols[None, :], mask=mask, other=0.0)
         x = (x.to(tl.float32) + r.to(tl.float32)).to(r.dtype)
-        tl.store(RES + t * stride_rt + h * stride_rh + cols, x, mask=mask)
-    xf = x.to(tl.float32)
-    var = tl.sum(xf * xf, axis=0) / n
-    normed = (xf * tl.rsqrt(var + eps)).to(x.dtype)
-    w = tl.load(W + cols, mask=mask, other=0.0)
-    y = normed.to(tl.float32) * w.to(tl.float32)
-    tl.store(OUT + t * stride_ot + h * stride_oh + cols, y.to(OUT.dtype.element_ty), mask=mask)
+        tl.store(RES + ro[:, None] + cols[None, :], x, mask=mask)
+    normed = (x.to(tl.float32) * _rstd(x, n, eps)[:, None]).to(x.dtype)
+    w = tl.load(W + cols, mask=cols < n, other=0.0)
+    y = normed.to(tl.float32) * w.to(tl.float32)[None, :]
+    _, oo, _ = _row_offsets(R0, total, heads, stride_ot, stride_oh, ROWS)
+    tl.store(OUT + oo[:, None] + cols[None, :], y.to(OUT.dtype.element_ty), mask=mask)
 
 
 def _rows(x: torch.Tensor) -> tuple[int, int, int, int]:
@@ -61,6 +79,13 @@ def _rows(x: torch.Tensor) -> tuple[int, int, int, int]:
     if x.dim() == 3:
         return x.shape[0], x.shape[1], x.stride(0), x.stride(1)
     raise ValueError(f"expected 2 or 3 dims, got {tuple(x.shape)}")
+
+
+def _block_rows(block: int) -> int:
+    """一个程序处理几行：凑够约 4096 个数。一行（一个头，128 个数）一个程序时，prefill 的
+    64 × 512 个 token 要启动 78 万个程序，每个只读 256 字节，时间都花在调度和等内存上；
+    一个程序多拿几行，一次发出的读就多。rmsnorm 和合并的 q/k kernel 对同样宽的行用同样的块。"""
+    return max(1, min(ROW_ELEMENTS // block, 64))
 
 
 def rmsnorm(
@@ -78,11 +103,13 @@ def rmsnorm(
     _, _, sot, soh = _rows(out)
     srt, srh = _rows(residual)[2:] if residual is not None else (0, 0)
     n = x.shape[-1]
+    block = triton.next_power_of_2(n)
+    rows = _block_rows(block)
     if tokens * heads:
-        _rmsnorm_kernel[(tokens * heads,)](
+        _rmsnorm_kernel[(triton.cdiv(tokens * heads, rows),)](
             x, residual if residual is not None else x, weight, out,
-            sxt, sxh, srt, srh, sot, soh, heads, n, eps,
-            HAS_RESIDUAL=residual is not None, BLOCK=triton.next_power_of_2(n), **_EXACT,
+            sxt, sxh, srt, srh, sot, soh, tokens * heads, heads, n, eps,
+            HAS_RESIDUAL=residual is not None, ROWS=rows, BLOCK=block, **_EXACT,
         )  # fmt: skip
     return out
 
@@ -140,59 +167,61 @@ def _cache_rows(cos_sin_cache: torch.Tensor) -> int:
 
 
 @triton.jit
-def _norm_rope_head(
-    X, W, cos, sin, eps,
+def _norm_rope_rows(
+    X, W, POS, CACHE, R0, total, heads, stride_t, stride_h, stride_c, eps,
     D: tl.constexpr, HALF: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
-    REST: tl.constexpr, BLOCK_R: tl.constexpr,
+    REST: tl.constexpr, BLOCK_R: tl.constexpr, ROWS: tl.constexpr,
 ):  # fmt: skip
-    """一个头：先像 ``_rmsnorm_kernel`` 那样归一化，再像 ``_rope_kernel`` 那样旋转，中间不落地。"""
+    """``ROWS`` 个头：先像 ``_rmsnorm_kernel`` 那样归一化，再像 ``_rope_kernel`` 那样旋转，
+    中间不落地。"""
+    t, xo, rmask = _row_offsets(R0, total, heads, stride_t, stride_h, ROWS)
+    base = X + xo[:, None]
     cols = tl.arange(0, BLOCK_D)
-    x = tl.load(X + cols, mask=cols < D, other=0.0)
-    xf = x.to(tl.float32)
-    rstd = tl.rsqrt(tl.sum(xf * xf, axis=0) / D + eps)  # 方差：整行一起求和，和 rmsnorm 一样
+    x = tl.load(base + cols[None, :], mask=rmask[:, None] & (cols < D)[None, :], other=0.0)
+    rstd = _rstd(x, D, eps)[:, None]  # 方差：整行一起求和，和 rmsnorm 同样的块、同样的顺序
     # 旋转要成对的 (x1[i], x2[i])：按两半重新读一遍（刚读过，在缓存里），逐元素的算术和上面相同
     i = tl.arange(0, BLOCK_H)
-    m = i < HALF
-    x1 = tl.load(X + i, mask=m, other=0.0)
-    x2 = tl.load(X + HALF + i, mask=m, other=0.0)
-    w1 = tl.load(W + i, mask=m, other=0.0).to(tl.float32)
-    w2 = tl.load(W + HALF + i, mask=m, other=0.0).to(tl.float32)
+    m = rmask[:, None] & (i < HALF)[None, :]
+    pos = tl.load(POS + t, mask=rmask, other=0).to(tl.int64)
+    row_c = CACHE + pos[:, None] * stride_c + i[None, :]
+    cos = tl.load(row_c, mask=m, other=0.0)
+    sin = tl.load(row_c + HALF, mask=m, other=0.0)
+    x1 = tl.load(base + i[None, :], mask=m, other=0.0)
+    x2 = tl.load(base + HALF + i[None, :], mask=m, other=0.0)
+    w1 = tl.load(W + i, mask=i < HALF, other=0.0).to(tl.float32)[None, :]
+    w2 = tl.load(W + HALF + i, mask=i < HALF, other=0.0).to(tl.float32)[None, :]
     # rmsnorm 的舍入：归一化后转回输入的 dtype，乘权重（float32）再转回；RoPE 从转回的值开始
     a = ((x1.to(tl.float32) * rstd).to(x.dtype).to(tl.float32) * w1).to(x.dtype).to(tl.float32)
     b = ((x2.to(tl.float32) * rstd).to(x.dtype).to(tl.float32) * w2).to(x.dtype).to(tl.float32)
-    tl.store(X + i, (a * cos - b * sin).to(x.dtype), mask=m)
-    tl.store(X + HALF + i, (b * cos + a * sin).to(x.dtype), mask=m)
+    tl.store(base + i[None, :], (a * cos - b * sin).to(x.dtype), mask=m)
+    tl.store(base + HALF + i[None, :], (b * cos + a * sin).to(x.dtype), mask=m)
     if REST > 0:  # rotary_dim < head_dim：后面的维度只归一化，不旋转
         r = tl.arange(0, BLOCK_R)
-        mr = r < REST
-        x3 = tl.load(X + 2 * HALF + r, mask=mr, other=0.0)
-        w3 = tl.load(W + 2 * HALF + r, mask=mr, other=0.0).to(tl.float32)
+        mr = rmask[:, None] & (r < REST)[None, :]
+        x3 = tl.load(base + 2 * HALF + r[None, :], mask=mr, other=0.0)
+        w3 = tl.load(W + 2 * HALF + r, mask=r < REST, other=0.0).to(tl.float32)[None, :]
         y3 = (x3.to(tl.float32) * rstd).to(x.dtype).to(tl.float32) * w3
-        tl.store(X + 2 * HALF + r, y3.to(x.dtype), mask=mr)
+        tl.store(base + 2 * HALF + r[None, :], y3.to(x.dtype), mask=mr)
 
 
 @triton.jit
 def _qk_norm_rope_kernel(
     Q, K, QW, KW, POS, CACHE,
-    stride_qt, stride_qh, stride_kt, stride_kh, stride_c, q_heads, eps,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_c,
+    tokens, q_heads, k_heads, q_programs, eps,
     D: tl.constexpr, HALF: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
-    REST: tl.constexpr, BLOCK_R: tl.constexpr,
+    REST: tl.constexpr, BLOCK_R: tl.constexpr, ROWS: tl.constexpr,
 ):  # fmt: skip
-    t = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1)  # 前 q_heads 个是 q 的头，后面的是 k 的头
-    i = tl.arange(0, BLOCK_H)
-    pos = tl.load(POS + t).to(tl.int64)
-    cos = tl.load(CACHE + pos * stride_c + i, mask=i < HALF, other=0.0)
-    sin = tl.load(CACHE + pos * stride_c + HALF + i, mask=i < HALF, other=0.0)
-    if h < q_heads:
-        _norm_rope_head(
-            Q + t * stride_qt + h * stride_qh, QW, cos, sin, eps,
-            D, HALF, BLOCK_D, BLOCK_H, REST, BLOCK_R,
+    p = tl.program_id(0)  # 前 q_programs 个程序处理 q 的行，后面的处理 k 的行
+    if p < q_programs:
+        _norm_rope_rows(
+            Q, QW, POS, CACHE, p.to(tl.int64) * ROWS, tokens * q_heads, q_heads,
+            stride_qt, stride_qh, stride_c, eps, D, HALF, BLOCK_D, BLOCK_H, REST, BLOCK_R, ROWS,
         )  # fmt: skip
     else:
-        _norm_rope_head(
-            K + t * stride_kt + (h - q_heads) * stride_kh, KW, cos, sin, eps,
-            D, HALF, BLOCK_D, BLOCK_H, REST, BLOCK_R,
+        _norm_rope_rows(
+            K, KW, POS, CACHE, (p - q_programs).to(tl.int64) * ROWS, tokens * k_heads, k_heads,
+            stride_kt, stride_kh, stride_c, eps, D, HALF, BLOCK_D, BLOCK_H, REST, BLOCK_R, ROWS,
         )  # fmt: skip
 
 
@@ -206,7 +235,7 @@ def qk_norm_rope_inplace(
     cos_sin_cache: torch.Tensor,
     head_dim: int,
 ) -> None:
-    """``ops.qk_norm_rope_inplace`` 的 kernel 版：q、k 的每个头一个程序，整个只启动一次。"""
+    """``ops.qk_norm_rope_inplace`` 的 kernel 版：q、k 的头按块分给程序，整个只启动一次。"""
     stride_c = _cache_rows(cos_sin_cache)
     rotary_dim = cos_sin_cache.shape[-1]
     q = q.view(q.shape[0], -1, head_dim) if q.dim() == 2 else q
@@ -216,13 +245,16 @@ def qk_norm_rope_inplace(
     if k_tokens != tokens or q.shape[-1] != head_dim or k.shape[-1] != head_dim:
         raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} do not match")
     half, rest = rotary_dim // 2, head_dim - rotary_dim
+    block_d = triton.next_power_of_2(head_dim)
+    rows = _block_rows(block_d)
+    q_programs = triton.cdiv(tokens * q_heads, rows)
     if tokens * (q_heads + k_heads):
-        _qk_norm_rope_kernel[(tokens, q_heads + k_heads)](
+        _qk_norm_rope_kernel[(q_programs + triton.cdiv(tokens * k_heads, rows),)](
             q, k, q_weight, k_weight, positions, cos_sin_cache,
-            sqt, sqh, skt, skh, stride_c, q_heads, eps,
-            D=head_dim, HALF=half, BLOCK_D=triton.next_power_of_2(head_dim),
+            sqt, sqh, skt, skh, stride_c, tokens, q_heads, k_heads, q_programs, eps,
+            D=head_dim, HALF=half, BLOCK_D=block_d,
             BLOCK_H=triton.next_power_of_2(half), REST=rest,
-            BLOCK_R=triton.next_power_of_2(max(rest, 1)), **_EXACT,
+            BLOCK_R=triton.next_power_of_2(max(rest, 1)), ROWS=rows, **_EXACT,
         )  # fmt: skip
 
 

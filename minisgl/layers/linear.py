@@ -33,6 +33,11 @@ __all__ = [
 ]
 
 
+# >> ch19
+from minisgl.kernel.ops import linear
+
+
+# << ch19
 class _Linear(BaseOP):
     """按本地形状占位的线性层。``torch.empty`` 跟随默认的设备和 dtype（第 5 章在 meta 上建）。"""
 
@@ -106,6 +111,11 @@ class LinearRowParallel(_Linear):
 
     def forward_local(self, x: torch.Tensor) -> torch.Tensor:
         """本 rank 的部分和（不通信、不加偏置）。单进程里模拟 TP 时直接调用它。"""
+        # >> ch19
+        if x.is_cuda:  # decode 的几行 x：GPU 上换成按带宽写的 GEMV（第 19 章），由 ops.linear 挑
+            return linear(x, self.weight)
+
+        # << ch19
         return F.linear(x, self.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,219 @@
+"""第 19 章：小批量线性层的 Triton GEMV（``kernel/triton_linear.py``）和 ``ops.linear`` 的分派。
+
+- 数值：float32 累加。float32 的输入和 ``F.linear`` 只差求和顺序带来的舍入（用 K·2⁻²³·Σ|x||w|
+  这个先验的误差界）；bf16/fp16 的输出是精确结果就近舍入一次，误差不超过半个单位（ulp）。
+  形状故意取块大小的非整数倍，M 从 1 到 16，有 bias 和没有 bias，乘加两种写法、切不切 K 都测。
+- split-K：部分和按固定的顺序相加，两次运行逐位相同。
+- 分派：只有 M 小、dtype 是 bf16/fp16 且处处一致、张量连续时才走 kernel，其余都是 ``F.linear``。
+
+不在 CUDA 上时 kernel 由 Triton 的解释器执行。解释器有两处和 GPU 不同，测试里换掉：bf16 的
+``tl.dot`` 把 bf16 的位当成整数相乘（GPU 上是张量核心的 bf16 乘法、float32 累加），float32 转
+bf16 时直接截断（GPU 上是就近舍入）。解释器很慢，所以这里的 N、K 都很小。
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from minisgl.kernel import ops
+from minisgl.layers import LinearReplicated, LinearRowParallel
+from minisgl.utils.device import pick_device
+
+DEVICE = str(pick_device())
+ON_CUDA = DEVICE.startswith("cuda")
+TL = ops.triton_linear
+pytestmark = pytest.mark.skipif(TL is None, reason="triton is not installed")
+
+# 小的块，让很小的 N、K 也有好几个 program、好几轮循环和好几段 split-K
+SMALL = {"block_n": 16, "block_k": 32}
+
+
+@pytest.fixture(autouse=True)
+def interpreter_like_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """解释器里 bf16 的 ``tl.dot`` 先把两边转成 float32，float32 转 bf16 就近舍入（同 GPU）。"""
+    if ON_CUDA:
+        return
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    def to_f32(h):  # type: ignore[no-untyped-def]
+        if h.dtype.scalar == tl.bfloat16:  # bf16 的位左移 16 位就是同一个值的 float32
+            bits = (h.data.astype(np.uint32) << 16).view(np.float32)
+            return interpreter.TensorHandle(bits, tl.float32)
+        return h
+
+    dot = interpreter.InterpreterBuilder.create_dot
+    monkeypatch.setattr(
+        interpreter.InterpreterBuilder,
+        "create_dot",
+        lambda self, a, b, d, *rest: dot(self, to_f32(a), to_f32(b), d, *rest),
+    )
+    convert = interpreter._convert_float
+
+    def rounded(data, src, dst, mode):  # type: ignore[no-untyped-def]
+        if src == tl.float32 and dst == tl.bfloat16:
+            t = torch.from_numpy(np.array(data, dtype=np.float32, copy=True))
+            return t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+        return convert(data, src, dst, mode)
+
+    monkeypatch.setattr(interpreter, "_convert_float", rounded)
+
+
+def _inputs(m: int, n: int, k: int, dtype: torch.dtype, bias: bool):  # type: ignore[no-untyped-def]
+    gen = torch.Generator().manual_seed(m * 7919 + n * 31 + k)
+    x = torch.randn(m, k, generator=gen).to(DEVICE, dtype)
+    w = torch.randn(n, k, generator=gen).to(DEVICE, dtype)
+    b = torch.randn(n, generator=gen).to(DEVICE, dtype) if bias else None
+    return x, w, b
+
+
+def _check(got: torch.Tensor, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> None:
+    """``got`` 和 float64 的精确结果比：float32 差不超过先验的求和误差界，bf16/fp16 差不超过
+    半个 ulp（再加上 float32 累加的那一点误差）。"""
+    assert got.dtype == x.dtype and got.shape == (x.shape[0], w.shape[0])
+    xd, wd = x.double().cpu(), w.double().cpu()
+    bd = b.double().cpu() if b is not None else None
+    exact = F.linear(xd, wd, bd)
+    magnitude = F.linear(xd.abs(), wd.abs(), bd.abs() if bd is not None else None)
+    bound = (x.shape[1] + 1) * 2.0**-23 * magnitude
+    if x.dtype != torch.float32:
+        half_ulp = torch.finfo(x.dtype).eps / 2
+        bound = bound + half_ulp * exact.abs()
+    err = (got.double().cpu() - exact).abs()
+    assert (err <= bound).all(), (
+        f"max error {err.max():.3g}, bound there {bound[err > bound][0]:.3g}"
+    )
+
+
+CONFIGS = {
+    "default": None,
+    "sum": TL.LinearConfig(**SMALL, split_k=1, dot=False) if TL else None,
+    "sum-split": TL.LinearConfig(**SMALL, split_k=3, dot=False) if TL else None,
+    "dot": TL.LinearConfig(**SMALL, split_k=1, dot=True) if TL else None,
+    "dot-split": TL.LinearConfig(**SMALL, split_k=4, dot=True) if TL else None,
+}
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("m", "n", "k", "bias"), [(1, 40, 100, True), (5, 33, 128, False)])
+def test_matches_f_linear(
+    m: int, n: int, k: int, bias: bool, dtype: torch.dtype, config: str
+) -> None:
+    """N、K 不是块的整数倍（K=100 的最后一轮只有 4 列），K=128 时切段正好整除。"""
+    x, w, b = _inputs(m, n, k, dtype, bias)
+    _check(TL.linear_small_m(x, w, b, CONFIGS[config]), x, w, b)
+
+
+@pytest.mark.parametrize("m", range(1, TL.MAX_M + 1) if TL else [])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_every_m(m: int, dtype: torch.dtype) -> None:
+    """M 从 1 到 16，按形状挑的参数（M=1 逐元素乘再求和，其余 tl.dot）和强制切 K 的各一次。"""
+    x, w, b = _inputs(m, 24, 72, dtype, bias=m % 2 == 0)
+    _check(TL.linear_small_m(x, w, b), x, w, b)
+    _check(TL.linear_small_m(x, w, b, TL.LinearConfig(**SMALL, split_k=2, dot=m > 2)), x, w, b)
+
+
+def test_split_k_is_deterministic() -> None:
+    """部分和按段的顺序相加（不用浮点原子加）：同样的输入两次结果逐位相同，和不切时只差舍入。"""
+    x, w, b = _inputs(3, 48, 4 * 64, torch.bfloat16, bias=True)
+    config = TL.LinearConfig(16, 64, split_k=4, dot=True)
+    first = TL.linear_small_m(x, w, b, config)
+    assert torch.equal(first, TL.linear_small_m(x, w, b, config))
+    _check(first, x, w, b)
+
+
+def test_rejects_what_it_cannot_do() -> None:
+    x, w, _ = _inputs(2, 16, 32, torch.float32, bias=False)
+    with pytest.raises(ValueError, match="M must be"):
+        TL.linear_small_m(torch.zeros(TL.MAX_M + 1, 32, device=DEVICE), w)
+    with pytest.raises(ValueError, match="bad shapes"):
+        TL.linear_small_m(x, w[:, :16])
+    with pytest.raises(ValueError, match="bias"):
+        TL.linear_small_m(x, w, torch.zeros(8, device=DEVICE))
+
+
+def test_pick_config_covers_the_sms() -> None:
+    """decode 的形状（Qwen3-0.6B）：program 数至少是 SM 数的 4 倍，不够时 K 切到每段一个块。"""
+    for n, k in [(4096, 1024), (1024, 2048), (6144, 1024), (1024, 3072), (151936, 1024)]:
+        for m in (1, 2, 4, 8, 16):
+            cfg = TL.pick_config(m, n, k, num_sms=132)
+            programs = -(-n // cfg.block_n) * cfg.split_k
+            assert programs >= 4 * 132 or cfg.split_k == k // cfg.block_k, (m, n, k, cfg)
+            assert cfg.split_k * cfg.block_k <= k
+
+
+# ---------------------------------------------------------------- 分派
+
+
+def _t(shape: tuple[int, ...], dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    return torch.zeros(shape, dtype=dtype)
+
+
+@pytest.mark.parametrize(
+    ("x", "w", "b", "fits"),
+    [
+        (_t((1, 64)), _t((32, 64)), None, True),
+        (_t((16, 64)), _t((32, 64)), _t((32,)), True),
+        (_t((4, 64), torch.float16), _t((32, 64), torch.float16), None, True),
+        (_t((17, 64)), _t((32, 64)), None, False),  # 超过 MAX_M：普通的矩阵乘
+        (_t((0, 64)), _t((32, 64)), None, False),
+        (_t((2, 3, 64)), _t((32, 64)), None, False),  # 三维的 x
+        (_t((4, 64), torch.float32), _t((32, 64), torch.float32), None, False),
+        (_t((4, 64)), _t((32, 64), torch.float16), None, False),  # dtype 不一致
+        (_t((4, 64)), _t((32, 64)), _t((32,), torch.float32), False),
+        (_t((4, 128))[:, ::2], _t((32, 64)), None, False),  # 不连续
+        (_t((4, 64)), _t((64, 32)).t(), None, False),
+    ],
+)
+def test_dispatch_only_where_intended(
+    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, fits: bool
+) -> None:
+    assert ops._small_m_kernel_fits(x, w, b) is fits
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    kernel = TL.linear_small_m
+
+    def spy(x, weight, bias=None):  # type: ignore[no-untyped-def]
+        calls.append(x.shape[0])
+        return kernel(x, weight, bias)
+
+    monkeypatch.setattr(TL, "linear_small_m", spy)
+    return calls
+
+
+def test_layers_call_the_kernel_on_cuda_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """只有 ``LinearRowParallel.forward_local`` 经过 ``ops.linear``：CUDA 上 M 小时调用 kernel，
+    M 大时和 CPU 上都是 ``F.linear``；列并行、复制的层一直是 ``F.linear``。结果都对。"""
+    calls = _spy(monkeypatch)
+    col, row = LinearReplicated(64, 48, bias=True), LinearRowParallel(64, 40)
+    for layer in (col, row):
+        layer.weight = torch.randn(layer.weight.shape).to(DEVICE, torch.bfloat16)
+    col.bias = torch.randn(48).to(DEVICE, torch.bfloat16)
+    for m in (3, 40):
+        x = torch.randn(m, 64).to(DEVICE, torch.bfloat16)
+        assert torch.equal(col.forward(x), F.linear(x, col.weight, col.bias))
+        got = row.forward_local(x)
+        if ON_CUDA and m <= TL.MAX_M:
+            _check(got, x, row.weight, None)
+        else:
+            assert torch.equal(got, F.linear(x, row.weight))
+    assert calls == ([3] if ON_CUDA else [])
+
+
+@pytest.mark.skipif(not ON_CUDA, reason="CUDA Graph")
+def test_capturable_in_a_cuda_graph() -> None:
+    """decode 被录进 CUDA Graph：kernel 里没有同步，输出和部分和的分配来自图的内存池。"""
+    x, w, b = _inputs(2, 1024, 2048, torch.bfloat16, bias=True)
+    config = TL.LinearConfig(16, 256, split_k=4, dot=True)
+    eager = TL.linear_small_m(x, w, b, config)  # 先编译，录制时不能编译
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = TL.linear_small_m(x, w, b, config)
+    graph.replay()
+    assert torch.equal(out, eager)

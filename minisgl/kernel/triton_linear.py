@@ -1,0 +1,174 @@
+"""批量很小（M ≤ 16）的线性层：一个按带宽设计的 Triton GEMV。
+
+decode 时每步只有几个 token，``y = x @ W.T`` 的 x 只有几行：每个权重元素读进来只做 M 次乘加，
+算力用不到百分之一，时间全花在把 W 从显存读一遍上——这是受带宽限制的"瘦"矩阵乘。
+H200 上逐个形状量过（CUDA Graph 里、权重不在 L2 里，M=1）：输出宽的 qkv、gate_up，cuBLAS
+读得很快（1.7～2.0 TB/s，这么小的 kernel 里启动和收尾也算在内）；输出只有 1024 维、K 很长的
+o_proj（K=2048）和 down（K=3072），cuBLAS 沿 K 切开再多启动一个归约 kernel，只有
+0.33～0.94 TB/s，o_proj 一次 12.6 µs。这里的 kernel 在这两个形状上是 5.2 µs 和 6.1 µs，
+所以只给行并行的层（它们正是 o_proj、down）用。
+
+这里的写法只为一件事：把 W 尽快地、恰好读一遍。
+
+- 每个 program 负责 ``BLOCK_N`` 个输出（W 的 ``BLOCK_N`` 行），沿 K 把自己那片 W 流式读一遍；
+  W 按行存放（``(N, K)``，K 方向连续），每次读 ``BLOCK_K`` 个相邻元素，是又宽又整齐的访存。
+- x 的全部 M 行每次和 W 的这一片一起读进寄存器，给 ``BLOCK_N`` 行 W 共用；x 很小，
+  各个 program 重复读它都落在 L2 里。
+- program 要足够多，才能让 H200 的 132 个 SM 都有好几个 program 同时在等显存：N=1024 时
+  ``BLOCK_N=8`` 只有 128 个，于是再沿 K 切成 ``SPLIT_K`` 段，每段写一份 float32 的部分和，
+  第二个 kernel 按固定的顺序把它们加起来。不用浮点的原子加：加法的顺序固定，每次运行
+  结果逐位相同。
+- 累加一律在 float32 里做，最后（加上 bias）转回 x 的 dtype。
+
+``M == 1`` 时乘加用逐元素乘再沿 K 求和；M 更大时用 ``tl.dot``（x 补到 16 行，张量核心的
+最小形状）。这些参数都是 ``LinearConfig`` 的字段，由 ``pick_config`` 按 (M, N, K) 挑，
+也可以直接传入——GPU 上测出来哪组最好，就改 ``pick_config``。
+
+这个模块直接 ``import triton``：``ops.py`` 只在装了 triton 时导入它，只在 CUDA 张量上调用它。
+没有 GPU 的机器上测试用 Triton 的解释器调用同样的函数。函数里除了输出和部分和的
+``torch.empty`` 没有别的分配，也不和 CPU 同步，可以录进 CUDA Graph。
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+
+__all__ = ["MAX_M", "LinearConfig", "linear_small_m", "pick_config"]
+
+MAX_M = 16  # 超过它就是普通的矩阵乘了，交给 cuBLAS
+_DOT_M = 16  # tl.dot 每一维至少 16
+# float32 的 tl.dot 默认是 tf32（尾数只剩 10 位），ieee 才是真的 float32；bf16/fp16 用默认值
+_PRECISION = {torch.float32: "ieee"}
+
+
+class LinearConfig(NamedTuple):
+    block_n: int
+    block_k: int
+    split_k: int  # 上限：K 切不出这么多段 BLOCK_K 时用更少的段
+    num_warps: int = 4
+    num_stages: int = 1
+    dot: bool = False  # True：tl.dot（x 补到 16 行）；False：逐元素乘再求和
+
+
+@functools.cache
+def _num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 132  # 解释器：数目只影响怎么切，不影响结果
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def pick_config(m: int, n: int, k: int, num_sms: int = 132) -> LinearConfig:
+    """按形状挑参数（H200 上逐形状试过，见第 19 章）：M=1 时每个 program 8 行 W、一次读 512 个
+    元素，逐元素乘加；M 更大时 32 行、256 个元素，用 tl.dot。program 不到 SM 数的 4 倍时沿 K
+    切到每段只剩一个 BLOCK_K——N=1024 的 o_proj、down 这样最快。"""
+    block_n, block_k = (8, 512) if m == 1 else (32, 256)
+    split = 1 if triton.cdiv(n, block_n) >= 4 * num_sms else max(1, k // block_k)
+    return LinearConfig(block_n, block_k, split, num_warps=4, num_stages=1, dot=m > 1)
+
+
+@triton.jit(do_not_specialize=["M"])
+def _linear_kernel(
+    X, W, B, Y, P,
+    M, N, K, chunk, stride_xm, stride_wn, stride_ym,
+    HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr, DOT: tl.constexpr, EVEN_K: tl.constexpr,
+    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rm = tl.arange(0, BLOCK_M)
+    rk = tl.arange(0, BLOCK_K)
+    # 越界的行读第 (行号 % N) 行代替：读 W、x 时只剩 K 方向的掩码，写回时再丢掉这些行
+    w_rows = (rn % N).to(tl.int64)
+    x_rows = rm % M
+    k0 = pid_k * chunk  # 本段的 K：[k0, k0 + chunk)，chunk 是 BLOCK_K 的整数倍
+    w_ptrs = W + w_rows[:, None] * stride_wn + (k0 + rk)[None, :]
+    x_ptrs = X + x_rows[:, None] * stride_xm + (k0 + rk)[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, chunk, BLOCK_K):
+        if EVEN_K:
+            w = tl.load(w_ptrs)
+            x = tl.load(x_ptrs)
+        else:
+            kmask = (k0 + k + rk < K)[None, :]
+            w = tl.load(w_ptrs, mask=kmask, other=0.0)
+            x = tl.load(x_ptrs, mask=kmask, other=0.0)
+        if DOT:
+            acc += tl.dot(x, tl.trans(w), input_precision=PRECISION)
+        else:
+            prod = x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]
+            acc += tl.sum(prod, axis=2)
+        w_ptrs += BLOCK_K
+        x_ptrs += BLOCK_K
+    out_mask = (rm < M)[:, None] & (rn < N)[None, :]
+    if SPLIT:  # 部分和：P[pid_k, m, n]，由 _splitk_sum_kernel 按段的顺序相加
+        p_ptrs = P + pid_k * M * N + rm[:, None] * N + rn[None, :]
+        tl.store(p_ptrs, acc, mask=out_mask)
+    else:
+        if HAS_BIAS:
+            acc += tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+        y_ptrs = Y + rm[:, None] * stride_ym + rn[None, :]
+        tl.store(y_ptrs, acc.to(Y.dtype.element_ty), mask=out_mask)
+
+
+@triton.jit(do_not_specialize=["M"])
+def _splitk_sum_kernel(
+    P, B, Y, M, N, stride_ym,
+    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    m = tl.program_id(0)
+    rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = rn < N
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in tl.static_range(SPLIT_K):  # 固定的顺序：每次运行逐位相同
+        acc += tl.load(P + (s * M + m) * N + rn, mask=mask, other=0.0)
+    if HAS_BIAS:
+        acc += tl.load(B + rn, mask=mask, other=0.0).to(tl.float32)
+    tl.store(Y + m * stride_ym + rn, acc.to(Y.dtype.element_ty), mask=mask)
+
+
+def linear_small_m(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    config: LinearConfig | None = None,
+) -> torch.Tensor:
+    """``F.linear(x, weight, bias)``，x 是 ``(M, K)``、M 很小；float32 累加，输出 x 的 dtype。
+
+    x、weight 的最后一维要连续（weight 就是按行存放的 ``(N, K)``），bias 是连续的 ``(N,)``。
+    ``config`` 为 None 时由 ``pick_config`` 按形状挑。"""
+    m, k = x.shape
+    n = weight.shape[0]
+    if weight.shape[1] != k or x.stride(-1) != 1 or weight.stride(-1) != 1:
+        raise ValueError(f"bad shapes/strides: x {tuple(x.shape)}, weight {tuple(weight.shape)}")
+    if bias is not None and (bias.shape != (n,) or bias.stride(-1) != 1):
+        raise ValueError(f"bias must be a contiguous ({n},) vector")
+    if not 1 <= m <= MAX_M:
+        raise ValueError(f"M must be in [1, {MAX_M}], got {m}")
+    cfg = config or pick_config(m, n, k, _num_sms(x.device))
+    # 每段是 BLOCK_K 的整数倍；按段长重算段数，不留空段
+    chunk = triton.cdiv(triton.cdiv(k, cfg.split_k), cfg.block_k) * cfg.block_k
+    split = triton.cdiv(k, chunk)
+    y = torch.empty(m, n, device=x.device, dtype=x.dtype)
+    partial = torch.empty(split, m, n, device=x.device, dtype=torch.float32) if split > 1 else y
+    block_m = _DOT_M if cfg.dot else triton.next_power_of_2(m)
+    _linear_kernel[(triton.cdiv(n, cfg.block_n), split)](
+        x, weight, bias if bias is not None else y, y, partial,
+        m, n, k, chunk, x.stride(0), weight.stride(0), y.stride(0),
+        HAS_BIAS=bias is not None, SPLIT=split > 1, DOT=cfg.dot, EVEN_K=k % chunk == 0,
+        PRECISION=_PRECISION.get(x.dtype, "tf32"),
+        BLOCK_M=block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )  # fmt: skip
+    if split > 1:
+        block = 256  # N=1024 时也有 4 个 program
+        _splitk_sum_kernel[(m, triton.cdiv(n, block))](
+            partial, bias if bias is not None else y, y, m, n, y.stride(0),
+            SPLIT_K=split, HAS_BIAS=bias is not None, BLOCK=block,
+        )  # fmt: skip
+    return y
