@@ -109,6 +109,44 @@ def make_llm() -> Iterator[Callable[..., Any]]:
 
 
 @pytest.fixture
+def bf16_round_to_nearest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """第 19 章：Triton 的解释器把 float32 转 bfloat16 时直接截断，GPU 上是就近舍入
+    （``cvt.rn.bf16.f32``）。解释器里换成就近舍入，逐位比较的测试在两边断言同一件事。"""
+    if test_device().startswith("cuda"):
+        return
+    import numpy as np
+    import torch
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    convert = interpreter._convert_float
+
+    def rounded(data, src, dst, mode):  # type: ignore[no-untyped-def]
+        if src == tl.float32 and dst == tl.bfloat16:
+            t = torch.from_numpy(np.array(data, dtype=np.float32, copy=True))
+            return t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+        return convert(data, src, dst, mode)
+
+    monkeypatch.setattr(interpreter, "_convert_float", rounded)
+
+
+@pytest.fixture
+def page_table_copies(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """第 19 章：数 ``scheduler/cache.py`` 里主机到设备的拷贝（每次记下元素个数）。"""
+    from minisgl.scheduler import cache
+
+    calls: list[int] = []
+    real = cache.to_device
+
+    def counting(t: Any, device: Any) -> Any:
+        calls.append(t.numel())
+        return real(t, device)
+
+    monkeypatch.setattr(cache, "to_device", counting)
+    return calls
+
+
+@pytest.fixture
 def ipc_dir() -> Iterator[str]:
     """第 12 章起：放 ipc socket 文件的短目录，测试结束时删掉。
 

@@ -7,6 +7,9 @@
 - RMSNorm（可带残差）和 RoPE 的 Triton 版与 ``ops.py`` 的 PyTorch 写法一致：二维、三维的跨步视图、
   原地写回；不在 CUDA 上时由 Triton 的解释器执行，在 GPU 上（和包里一样挑设备）再测 bfloat16；
 - 重复测量：先预热一次（不记），再量 N 次，报告中位数、最小、最大值（假的测量，不计时）；
+- decode 一步直接计时：本书的引擎（驱动调度器，重叠调度开、关）和 transformers（streamer）都恰好
+  量出 ``steps`` 步；换成只在前向时走的假时钟（prefill 一次 1000 秒、decode 一次 1 秒），每一步
+  都是 1 秒：prefill 不在任何一步里；
 - 报告：早先只量一次的 JSON 和现在带统计的 JSON 都排得成表，SVG 是合法的 XML，同一个 JSON
   画出同一张图；
 - 端到端：``python -m minisgl.benchmark --preset quick`` 跑完四项，JSON 里的数自洽：每一行都量了
@@ -28,16 +31,24 @@ from typing import Any
 import pytest
 import torch
 
-from minisgl.benchmark import load_results, make_workload, render_markdown, save_results
+from minisgl.benchmark import load_results, make_workload, offline, render_markdown, save_results
 from minisgl.benchmark.__main__ import PRESETS
-from minisgl.benchmark.offline import repeat, summarize
+from minisgl.benchmark.offline import (
+    HFPeer,
+    decode_step_times,
+    hf_decode_step_times,
+    load_hf,
+    repeat,
+    summarize,
+)
 from minisgl.benchmark.online import percentile
 from minisgl.benchmark.report import render_plots
 from minisgl.benchmark.roofline import DeviceRoof, ModelCost, step_floor, workload_floor
+from minisgl.engine import has_weight_files
 from minisgl.kernel import ops
 from minisgl.kvcache import create_prefix_cache
+from minisgl.llm import LLM
 from minisgl.models import ModelConfig
-from minisgl.scheduler import cache as cache_module
 from minisgl.scheduler.cache import CacheManager
 from minisgl.scheduler.utils import SchedReq
 from minisgl.utils.device import pick_device
@@ -95,15 +106,8 @@ def test_batched_decode_pages_equal_one_by_one(page_size: int) -> None:
     assert min(slots) >= 0 and len(set(slots)) == len(slots)
 
 
-def test_decode_pages_take_two_copies_whatever_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
-    real = cache_module.to_device
-
-    def counting(t: torch.Tensor, device: Any) -> torch.Tensor:
-        calls.append(t.numel())
-        return real(t, device)
-
-    monkeypatch.setattr(cache_module, "to_device", counting)
+def test_decode_pages_take_two_copies_whatever_the_batch(page_table_copies: list[int]) -> None:
+    calls = page_table_copies
     manager = _manager(1)
     reqs = _requests(random.Random(0))
     manager.ensure_decode_pages(reqs)  # 8 个请求都要页
@@ -201,6 +205,77 @@ def test_repeat_warms_up_then_reports_the_median() -> None:
         summarize([])
 
 
+def _tiny_llm(model: Path, overlap: bool, **config: Any) -> LLM:
+    llm = LLM(model, device=DEVICE, dtype=torch.float32, num_pages=512, max_running_reqs=4,
+              max_seq_len=64, **config)  # fmt: skip
+    llm.scheduler.overlap = overlap
+    return llm
+
+
+def _ticking_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """计时用的时钟换成一个只在前向时走的假时钟（返回它的读数，由调用方拨）：量出的每一步是
+    哪几次前向一目了然。"""
+    now = [0.0]
+    monkeypatch.setattr(offline.time, "perf_counter", lambda: now[0])
+    return now
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_decode_step_times_one_per_full_batch_decode(tiny_model: Path, overlap: bool) -> None:
+    """prefill 分成几步（``max_extend_tokens`` 很小，还有分块）：量出的恰好是整批 decode 的那
+    ``steps`` 步，调度器也恰好 decode 了这么多步（重叠调度没有多发一步）。"""
+    llm = _tiny_llm(tiny_model, overlap, max_extend_tokens=16)
+    prompts = make_workload(4, (9, 9), (1, 1), seed=5).prompts
+    before = dict(llm.scheduler.stats)
+    seconds = decode_step_times(llm, prompts, 5)
+    assert len(seconds) == 5 and all(s > 0 for s in seconds)
+    stats = llm.scheduler.stats
+    assert stats["decode_steps"] - before["decode_steps"] == 5
+    assert stats["prefill_steps"] - before["prefill_steps"] >= 3  # 36 个提示 token，每步至多 16
+    llm.shutdown()
+
+
+def test_decode_step_times_leave_out_prefill(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """不重叠时每次 ``step()`` 恰好做一次前向：假时钟下整批 decode 的每一步都是 1 秒。"""
+    llm = _tiny_llm(tiny_model, overlap=False)
+    now = _ticking_clock(monkeypatch)
+    forward = llm.scheduler.forward
+
+    def ticking(batch: Any) -> Any:
+        now[0] += 1000.0 if batch.is_prefill else 1.0
+        return forward(batch)
+
+    monkeypatch.setattr(llm.scheduler, "forward", ticking)
+    prompts = make_workload(4, (9, 9), (1, 1), seed=6).prompts
+    assert decode_step_times(llm, prompts, 5) == [1.0] * 5
+    llm.shutdown()
+
+
+def test_hf_decode_step_times_leave_out_prefill(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = load_hf(str(tiny_model), torch.device(DEVICE), torch.float32,
+                    dummy=not has_weight_files(tiny_model))  # fmt: skip
+    peer = HFPeer(model)
+    prompts = make_workload(3, (7, 7), (1, 1), seed=4).prompts
+    seconds = hf_decode_step_times(peer, prompts, 4)
+    assert len(seconds) == 4 and all(s > 0 for s in seconds)
+    now = _ticking_clock(monkeypatch)
+    calls: list[int] = []
+    forward = model.forward
+
+    def ticking(*args: Any, **kwargs: Any) -> Any:  # 第一次前向是 prefill
+        now[0] += 1.0 if calls else 1000.0
+        calls.append(1)
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", ticking)
+    assert hf_decode_step_times(peer, prompts, 4) == [1.0] * 4
+    assert len(calls) == 5  # prefill 一次，decode 四次
+
+
 def test_report_tables_and_plots(tmp_path: Path) -> None:
     """早先的 JSON：每项只有一个数、只有一种 transformers（提交的 results.h200.json 就是这样）。"""
     path = tmp_path / "r.json"
@@ -244,6 +319,7 @@ def test_report_with_spread_and_two_peers() -> None:
                    "tokens_per_s": _stats(1000 / 1.9, 500.0, 1000 / 2.2)}  # fmt: skip
     off["hf"] = {"output_tokens": 1000, "seconds": _stats(20.0), "tokens_per_s": _stats(50.0)}
     for d in r["decode"]:
+        d["timing"] = "per_step"
         d["ours_ms"] = _stats(d["ours_ms"], 1.1 * d["ours_ms"], 0.9 * d["ours_ms"])
         d["hf_ms"] = _stats(d["hf_ms"], d["hf_ms"], d["hf_ms"])
     r["decode"][0]["hf_compiled_ms"] = _stats(4.0, 4.0, 4.0)
@@ -253,6 +329,7 @@ def test_report_with_spread_and_two_peers() -> None:
     r["online"]["chat"] = [{**chat, "max_tokens_sent": True}, {**chat, "max_tokens_sent": False}]
     text = render_markdown(r)
     assert "再量 3 次" in text and "离线负载量 1 次" in text
+    assert "（上下文 8 个 token，毫秒；一次运行里整批都在 decode 时相邻两步的间隔" in text
     assert "| mini-sglang（本书） | 2.0 (±10 %) | 500 (±9 %) | — | 25 % |" in text
     assert "| transformers generate | 20.0（1 次） | 50（1 次） | 10.0× | 2 % |" in text
     assert "| transformers 静态缓存 + torch.compile | — | — | — | — |" in text
@@ -294,12 +371,11 @@ def test_quick_benchmark_end_to_end(tmp_path: Path) -> None:
         assert _is_stats(r["prefill"][f"{key}_tokens_per_s"], quick.runs)
     assert 0 < r["offline"]["floor_s"] < r["offline"]["ours"]["seconds"]["min"]
     assert [d["batch_size"] for d in r["decode"]] == [1, 8]
-    # decode 一步是两次运行之差：忙碌的机器上可能差出 0 甚至负数，这里只查报告的形状，不查快慢
-    for d in r["decode"]:
-        assert d["floor_ms"] > 0
+    for d in r["decode"]:  # 每一步直接计时：都是正数（不查快慢）
+        assert d["floor_ms"] > 0 and d["timing"] == "per_step"
         for key in ("ours", *peers):
             assert _is_stats(d[f"{key}_ms"], quick.runs)
-            assert all(math.isfinite(x) for x in d[f"{key}_ms"]["samples"])
+            assert all(math.isfinite(x) and x > 0 for x in d[f"{key}_ms"]["samples"])
     levels = r["online"]["levels"]
     assert [(x["clients"], x["requests"]) for x in levels] == [(1, 2), (4, 8)]
     assert all(x["ttft_p50_ms"] <= x["ttft_p99_ms"] for x in levels)

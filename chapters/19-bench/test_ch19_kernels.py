@@ -34,26 +34,10 @@ DEVICE = str(pick_device())
 ON_CUDA = DEVICE.startswith("cuda")
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 T = ops.triton_ops
-pytestmark = pytest.mark.skipif(T is None, reason="triton is not installed")
-
-
-@pytest.fixture(autouse=True)
-def bf16_round_to_nearest(monkeypatch: pytest.MonkeyPatch) -> None:
-    """解释器的 float32 -> bfloat16 换成就近舍入（和 GPU 的 ``cvt.rn.bf16.f32`` 一样）。"""
-    if ON_CUDA:
-        return
-    import triton.language as tl
-    from triton.runtime import interpreter
-
-    convert = interpreter._convert_float
-
-    def rounded(data, src, dst, mode):  # type: ignore[no-untyped-def]
-        if src == tl.float32 and dst == tl.bfloat16:
-            t = torch.from_numpy(np.array(data, dtype=np.float32, copy=True))
-            return t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
-        return convert(data, src, dst, mode)
-
-    monkeypatch.setattr(interpreter, "_convert_float", rounded)
+pytestmark = [
+    pytest.mark.skipif(T is None, reason="triton is not installed"),
+    pytest.mark.usefixtures("bf16_round_to_nearest"),  # conftest.py：解释器里就近舍入，同 GPU
+]
 
 
 def _torch_path(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,8 +32,9 @@ SMALL = {"block_n": 16, "block_k": 32}
 
 
 @pytest.fixture(autouse=True)
-def interpreter_like_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    """解释器里 bf16 的 ``tl.dot`` 先把两边转成 float32，float32 转 bf16 就近舍入（同 GPU）。"""
+def interpreter_like_gpu(monkeypatch: pytest.MonkeyPatch, bf16_round_to_nearest: None) -> None:
+    """解释器里 bf16 的 ``tl.dot`` 先把两边转成 float32；float32 转 bf16 就近舍入（conftest.py
+    的 ``bf16_round_to_nearest``），和 GPU 一样。"""
     if ON_CUDA:
         return
     import triton.language as tl
@@ -51,15 +52,6 @@ def interpreter_like_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
         "create_dot",
         lambda self, a, b, d, *rest: dot(self, to_f32(a), to_f32(b), d, *rest),
     )
-    convert = interpreter._convert_float
-
-    def rounded(data, src, dst, mode):  # type: ignore[no-untyped-def]
-        if src == tl.float32 and dst == tl.bfloat16:
-            t = torch.from_numpy(np.array(data, dtype=np.float32, copy=True))
-            return t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
-        return convert(data, src, dst, mode)
-
-    monkeypatch.setattr(interpreter, "_convert_float", rounded)
 
 
 def _inputs(m: int, n: int, k: int, dtype: torch.dtype, bias: bool):  # type: ignore[no-untyped-def]

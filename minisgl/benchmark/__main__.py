@@ -46,6 +46,8 @@ class Preset:
     online_rounds: int
     online_tokens: int
     online_chat_clients: int  # 带、不带 max_tokens 的对照：并发的客户端数
+    # 在线的客户端最多分到几个进程里：一个进程里几十个 openai 客户端，先满的是客户端自己的 GIL
+    client_processes: int
     big_roof: bool
     runs: int  # 每一行预热之后量几次
     hf_offline_runs: int  # transformers 的离线负载量几次：普通的 generate 一次就要好几分钟
@@ -59,14 +61,14 @@ PRESETS = {
         model="models/qwen3-0.6b-shape", dtype="bfloat16", requests=256, lengths=(100, 1024),
         hf_batch=64, decode_batches=(1, 8, 64, 256), context_len=512, decode_steps=64,
         hf_decode_steps=8, prefill_batch=64, online_clients=(1, 8, 64), online_rounds=4,
-        online_tokens=128, online_chat_clients=64, big_roof=True, runs=5, hf_offline_runs=1,
-        hf_compile_backend="inductor", hf_compiled_offline=False,
+        online_tokens=128, online_chat_clients=64, client_processes=8, big_roof=True, runs=5,
+        hf_offline_runs=1, hf_compile_backend="inductor", hf_compiled_offline=False,
     ),
     "quick": Preset(
         model="models/tiny-qwen3", dtype="float32", requests=16, lengths=(16, 64), hf_batch=8,
         decode_batches=(1, 8), context_len=64, decode_steps=8, hf_decode_steps=4,
         prefill_batch=8, online_clients=(1, 4), online_rounds=2, online_tokens=16,
-        online_chat_clients=4, big_roof=False, runs=3, hf_offline_runs=1,
+        online_chat_clients=4, client_processes=1, big_roof=False, runs=3, hf_offline_runs=1,
         hf_compile_backend="eager", hf_compiled_offline=True,
     ),
 }  # fmt: skip
@@ -79,7 +81,7 @@ def _free(device: torch.device) -> None:
 
 
 def _log(start: float, text: str) -> None:
-    print(f"[bench] {time.perf_counter() - start:5.0f} 秒 · {text}", flush=True)
+    print(f"[bench] {time.perf_counter() - start:.0f} 秒 · {text}", flush=True)
 
 
 def _save(results: dict[str, Any], out: str | None) -> None:
@@ -182,17 +184,23 @@ def _bench_online(p: Preset, model: str, results: dict[str, Any], t0: float) -> 
     with online.serve(model, *common, "--max-running-requests", clients,
                       "--max-seq-len-override", "1024") as base:  # fmt: skip
         for c in p.online_clients:
-            levels.append(online.run_clients(base, c, p.online_rounds, 32, p.online_tokens))
+            procs = min(c, p.client_processes)
+            levels.append(online.run_clients(base, c, p.online_rounds, 32, p.online_tokens, procs))
             _log(t0, f"在线 {c} 个客户端：{json.dumps(levels[-1], ensure_ascii=False)}")
-    results["online"] = {"max_tokens": p.online_tokens, "levels": levels}
+        results["online"] = {"max_tokens": p.online_tokens, "levels": levels}
+        if p.client_processes > 1:  # 对照：同样多的客户端挤在一个进程里
+            row = online.run_clients(base, int(clients), p.online_rounds, 32, p.online_tokens)
+            results["online"]["one_client_process"] = row
+            _log(t0, f"在线 {clients} 个客户端，一个进程：{json.dumps(row, ensure_ascii=False)}")
     chat = []
     # 不写 --max-seq-len-override：不带 max_tokens 的请求最多可以生成到模型的整个上下文
     common += ["--max-running-requests", str(p.online_chat_clients)]
     for headroom, sends in (("256", (True, False)), ("full", (False,))):
         with online.serve(model, *common, "--kv-headroom", headroom) as base:
             for send in sends:
+                procs = min(p.online_chat_clients, p.client_processes)
                 row = online.run_chat_clients(
-                    base, p.online_chat_clients, p.online_rounds, 32, p.online_tokens, send
+                    base, p.online_chat_clients, p.online_rounds, 32, p.online_tokens, send, procs
                 )
                 chat.append({**row, "kv_headroom": headroom})
                 _log(
@@ -239,6 +247,7 @@ def run(
             "batch_size": bs,
             "context_len": p.context_len,
             "floor_ms": 1000 * roofline.step_floor(cost, roof, bs, bs * p.context_len),
+            "timing": "per_step",  # 每一步直接计时（早先的结果是两次运行相减，没有这一项）
         }
         for bs in p.decode_batches
     ]

@@ -4,6 +4,9 @@
 ``min_new_tokens = max_new_tokens``），按要求的输出长度计数。每一行都先在同样的形状上预热一次
 （CUDA Graph、Triton 和 torch.compile 的编译、cuBLAS 的选择都不算在内），再量几次，报告中位数和
 最小、最大值（``repeat``）。每一次都换一批随机 token：长度不变，前缀缓存帮不上忙。
+
+decode 的一步直接计时：一次运行里，整批都在 decode 时相邻两步结果到达主机的间隔，取中位数。
+prefill 不在任何一个间隔里。
 """
 
 from __future__ import annotations
@@ -19,13 +22,16 @@ import torch
 
 from minisgl.core import SamplingParams
 from minisgl.llm import LLM
+from minisgl.scheduler import PendingReq
 from minisgl.utils import synchronize
 
 __all__ = [
     "HFPeer",
     "Workload",
     "decode_latency",
+    "decode_step_times",
     "hf_decode_latency",
+    "hf_decode_step_times",
     "hf_prefill",
     "load_hf",
     "make_workload",
@@ -153,22 +159,50 @@ def run_ours(llm: LLM, work: Workload, runs: int) -> dict[str, Any]:
     return _throughput(work.output_tokens, seconds)
 
 
+def decode_step_times(llm: LLM, prompts: Sequence[Sequence[int]], steps: int) -> list[float]:
+    """把 ``prompts`` 直接交给调度器，每个请求生成 ``1 + steps`` 个 token（prefill 出第 1 个，
+    之后 decode ``steps`` 步），返回整批 decode 的每一步的秒数，恰好 ``steps`` 个。
+
+    一步是相邻两次 ``step()`` 返回之间的墙钟时间，只记返回的是整批 decode 结果的那几次：每个请求
+    各一个 token，而且都已经拿到过 prefill 的那个。``step()`` 返回前要读回这一步采样出的 token
+    （重叠调度时先等它拷回主机的事件），这一步在设备上已经算完，不用另外同步。重叠调度时第 N 步
+    的结果在第 N+1 步发出之后才处理，相邻两次返回之间照样是一步。prefill（可能分成几步）的结果
+    都在第一个 decode 结果之前返回：它不在任何一个间隔里。"""
+    scheduler = llm.scheduler
+    params = SamplingParams(max_tokens=1 + steps, ignore_eos=True)
+    for uid, ids in enumerate(prompts):
+        req = PendingReq(uid, torch.tensor(ids, dtype=torch.int32), params)
+        rejected = scheduler.add_request(req)
+        if rejected is not None:
+            raise RuntimeError(f"request {uid} was rejected: {rejected.error}")
+    received = [0] * len(prompts)  # 每个请求已经收到几个 token
+    seconds: list[float] = []
+    last = time.perf_counter()
+    while scheduler.has_work:
+        uids = [o.uid for o in scheduler.step() if o.token is not None]
+        now = time.perf_counter()
+        if len(uids) == len(prompts) and all(received[u] for u in uids):
+            seconds.append(now - last)
+        for u in uids:
+            received[u] += 1
+        last = now
+    # 整批没有一起走完 steps 步（页不够退回了请求、批大小超过了 max_running_reqs）：这个数不算
+    if received != [1 + steps] * len(prompts) or len(seconds) != steps:
+        raise RuntimeError(f"timed {len(seconds)} full-batch decode steps, expected {steps}")
+    return seconds
+
+
 def decode_latency(
     llm: LLM, batch_size: int, context_len: int, steps: int, runs: int, seed: int = 1
 ) -> dict[str, Any]:
     """批大小 ``batch_size``、上下文 ``context_len`` 时每一步 decode 的毫秒数。
 
-    每一次量两遍，只差 ``steps`` 步 decode：``1 + steps`` 个 token 的用时减去 1 个 token（只有
-    prefill）的用时，prefill 就抵消了。每一遍都用新的随机提示，前缀缓存帮不上忙。"""
-    device = llm.scheduler.engine.device
-
-    def run(tokens: int, s: int) -> float:
-        w = make_workload(batch_size, (context_len, context_len), (tokens, tokens), seed=s)
-        return timed(device, lambda: llm.generate(w.prompts, _params(w.output_lens)))
+    每一次运行是一批新的随机提示（前缀缓存帮不上忙），``decode_step_times`` 量出 ``steps`` 步，
+    取中位数：偶尔一步被别的进程、垃圾回收拖慢，拉不动它。"""
 
     def once(i: int) -> float:
-        s = seed + 1000 * i
-        return 1000 * (run(1 + steps, s) - run(1, s + 500)) / steps
+        w = make_workload(batch_size, (context_len, context_len), (1, 1), seed=seed + 1000 * i)
+        return 1000 * statistics.median(decode_step_times(llm, w.prompts, steps))
 
     return repeat(once, runs)
 
@@ -233,7 +267,9 @@ class HFPeer:
         return HFPeer(model, {"cache_implementation": "static", "compile_config": config})
 
 
-def _hf_generate(peer: HFPeer, prompts: Sequence[Sequence[int]], new_tokens: int) -> Any:
+def _hf_generate(
+    peer: HFPeer, prompts: Sequence[Sequence[int]], new_tokens: int, streamer: Any = None
+) -> Any:
     """左补齐的一个静态批次，恰好生成 ``new_tokens`` 个 token（不看停止符）。"""
     width = max(len(p) for p in prompts)
     ids = torch.zeros(len(prompts), width, dtype=torch.long)
@@ -250,6 +286,7 @@ def _hf_generate(peer: HFPeer, prompts: Sequence[Sequence[int]], new_tokens: int
             min_new_tokens=new_tokens,
             do_sample=False,
             pad_token_id=0,
+            streamer=streamer,
             **peer.generate_kwargs,
         )
 
@@ -284,18 +321,42 @@ def run_hf(peer: HFPeer, work: Workload, batch_size: int, runs: int) -> dict[str
     return _throughput(work.output_tokens, seconds)
 
 
+class _StepClock:
+    """交给 ``generate`` 的 streamer：每次 ``put`` 记下时刻。第一次是提示本身（prefill 之前），
+    之后每一步一次，收到的是这一步的新 token。CPU、CUDA 上 transformers 先把 token 拷回主机
+    （``tokens.cpu()``，要等这一步在设备上算完）再调 ``put``，编译的静态缓存也一样（只换了
+    decode 的前向，循环不变）：时刻就是这一步算完的时刻。"""
+
+    def __init__(self) -> None:
+        self.stamps: list[float] = []
+
+    def put(self, value: torch.Tensor) -> None:
+        self.stamps.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+
+def hf_decode_step_times(peer: HFPeer, prompts: Sequence[Sequence[int]], steps: int) -> list[float]:
+    """transformers 生成 ``1 + steps`` 个 token，返回 decode 每一步的秒数（``steps`` 个）：第 1 个
+    token（prefill 出的）之后，相邻两次 ``put`` 的间隔。"""
+    clock = _StepClock()
+    _hf_generate(peer, prompts, 1 + steps, streamer=clock)
+    if len(clock.stamps) != 2 + steps:  # 提示、prefill 出的 token、每步 decode 各一次
+        raise RuntimeError(f"the streamer got {len(clock.stamps)} puts, expected {2 + steps}")
+    decoded = clock.stamps[1:]
+    return [b - a for a, b in zip(decoded, decoded[1:])]
+
+
 def hf_decode_latency(
     peer: HFPeer, batch_size: int, context_len: int, steps: int, runs: int
 ) -> dict[str, Any]:
-    """和 ``decode_latency`` 一样的减法（毫秒/步）：``1 + steps`` 个新 token 减去 1 个。
-    transformers 没有前缀缓存，同一批提示量几次都一样。"""
+    """和 ``decode_latency`` 一样（毫秒/步）：一次运行量 ``steps`` 步，取中位数。transformers 没有
+    前缀缓存，同一批提示量几次都一样。"""
     prompts = make_workload(batch_size, (context_len, context_len), (1, 1), seed=3).prompts
-    device = peer.model.device
 
     def once(_: int) -> float:
-        long = timed(device, lambda: _hf_generate(peer, prompts, 1 + steps))
-        short = timed(device, lambda: _hf_generate(peer, prompts, 1))
-        return 1000 * (long - short) / steps
+        return 1000 * statistics.median(hf_decode_step_times(peer, prompts, steps))
 
     return repeat(once, runs)
 

@@ -7,11 +7,19 @@ TTFT（time to first token）：发出请求到收到第一段文本；TPOT（ti
 ``max_tokens``，一种不带（对话接口的默认：服务最多可以生成到整个上下文）——不带的客户端读够
 了就关掉流，服务在断开时中止请求。运行时另起一个线程轮询 ``/metrics``，记下调度器里同时在跑、
 在排队的请求数的峰值：不带 ``max_tokens`` 的请求如果按整个上下文预留 KV，同时跑的就少。
+
+客户端本身也要花 CPU：``openai`` 客户端每收到一段 SSE 都要解析 JSON、构造 pydantic 对象，
+几十个线程挤在一个进程里时受 GIL 限制，量到的可能是客户端而不是服务。``processes`` 大于 1 时
+把客户端分到几个子进程里（各自一个线程池，同时开始），每个进程的负担小到不再是瓶颈。
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import re
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -112,19 +120,81 @@ def _chat_request(client: Any, prompt: str, tokens: int, send_max_tokens: bool) 
 
 
 def _run_pool(
-    clients: int, rounds: int, prompt_words: int, request: Callable[[str], Sample]
+    clients: int | range, rounds: int, prompt_words: int, request: Callable[[str], Sample]
 ) -> tuple[list[Sample], float]:
     """``clients`` 个客户端同时开始，各自依次发 ``rounds`` 个请求；返回每个请求的结果和总用时。
-    每个提示以轮次开头、里面带着客户端的编号：彼此只有开头一两个 token 相同。"""
+    每个提示以轮次开头、里面带着客户端的编号：彼此只有开头一两个 token 相同。``clients`` 也可以
+    是一段编号：分到几个进程时，每个进程只跑其中一段。"""
+    ids = range(clients) if isinstance(clients, int) else clients
 
     def worker(i: int) -> list[Sample]:
         prompt = " ".join(f"w{i}x{j}" for j in range(prompt_words))
         return [request(f"{r} {prompt}") for r in range(rounds)]
 
     start = time.perf_counter()
-    with ThreadPoolExecutor(clients) as pool:
-        results = [x for xs in pool.map(worker, range(clients)) for x in xs]
+    with ThreadPoolExecutor(len(ids)) as pool:
+        results = [x for xs in pool.map(worker, ids) for x in xs]
     return results, time.perf_counter() - start
+
+
+# 一个请求怎么发：("text", max_tokens) 走补全接口，("chat", tokens, send_max_tokens) 走对话接口
+RequestSpec = tuple[Any, ...]
+
+
+def _requester(client: Any, spec: RequestSpec) -> Callable[[str], Sample]:
+    if spec[0] == "text":
+        return lambda prompt: _one_request(client, prompt, spec[1])
+    return lambda prompt: _chat_request(client, prompt, spec[1], spec[2])
+
+
+def _run_processes(
+    base: str, clients: int, rounds: int, prompt_words: int, spec: RequestSpec, processes: int
+) -> tuple[list[Sample], float]:
+    """和 ``_run_pool`` 一样，只是客户端按编号分成 ``processes`` 段，每段一个子进程。
+
+    子进程用 ``subprocess`` 起（``python -m`` 本模块），不用 ``multiprocessing``：spawn 会在子进程
+    里重新执行调用方的主脚本。每个子进程建好客户端后报"就绪"，等齐了才一起放行，用时从放行算起。
+    """
+    bounds = [clients * k // processes for k in range(processes + 1)]
+    procs = []
+    for lo, hi in itertools.pairwise(bounds):
+        job = [base, lo, hi, rounds, prompt_words, list(spec)]
+        cmd = [sys.executable, "-m", __name__, json.dumps(job)]
+        procs.append(
+            subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        )
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            if proc.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"client process {proc.pid} failed to start")
+        start = time.perf_counter()
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        # 读到结果那一行就停表：子进程退出时解释器的收尾（torch 之类）不算进用时
+        outputs = [proc.stdout.readline() for proc in procs]  # type: ignore[union-attr]
+        wall = time.perf_counter() - start
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    if not all(outputs):  # 出错的子进程没写结果就退出了（报错在它的 stderr 里）
+        raise RuntimeError("a client process failed")
+    results = [tuple(x) for out in outputs for x in json.loads(out)]
+    return results, wall  # type: ignore[return-value]
+
+
+def _client_process(job: list[Any]) -> None:
+    """``_run_processes`` 的子进程：跑编号 ``[lo, hi)`` 的客户端，结果以 JSON 写到标准输出。"""
+    base, lo, hi, rounds, prompt_words, spec = job
+    request = _requester(_client(base), tuple(spec))
+    print("ready", flush=True)
+    if sys.stdin.readline().strip() != "go":
+        return
+    results, _ = _run_pool(range(lo, hi), rounds, prompt_words, request)
+    print(json.dumps(results), flush=True)
 
 
 def _summary(clients: int, results: list[Sample], wall: float) -> dict[str, Any]:
@@ -149,16 +219,24 @@ def _client(base: str) -> Any:
     return OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0, timeout=600)
 
 
-def run_clients(
-    base: str, clients: int, rounds: int, prompt_words: int, max_tokens: int
-) -> dict[str, Any]:
-    """补全接口，每个请求 ``max_tokens`` 个 token（先发一个小请求预热）。"""
+def _run(
+    base: str, clients: int, rounds: int, prompt_words: int, spec: RequestSpec, processes: int
+) -> tuple[list[Sample], float]:
+    """先发一个小请求预热，再让 ``clients`` 个客户端在本进程（``processes`` 为 1）或者分到
+    ``processes`` 个子进程里跑。"""
     client = _client(base)
-    _one_request(client, "warm up", 4)
-    results, wall = _run_pool(
-        clients, rounds, prompt_words, lambda prompt: _one_request(client, prompt, max_tokens)
-    )
-    return _summary(clients, results, wall)
+    _requester(client, (spec[0], 4, *spec[2:]))("warm up")
+    if processes > 1:
+        return _run_processes(base, clients, rounds, prompt_words, spec, processes)
+    return _run_pool(clients, rounds, prompt_words, _requester(client, spec))
+
+
+def run_clients(
+    base: str, clients: int, rounds: int, prompt_words: int, max_tokens: int, processes: int = 1
+) -> dict[str, Any]:
+    """补全接口，每个请求 ``max_tokens`` 个 token；客户端分到 ``processes`` 个进程里。"""
+    results, wall = _run(base, clients, rounds, prompt_words, ("text", max_tokens), processes)
+    return {**_summary(clients, results, wall), "client_processes": processes}
 
 
 _GAUGE = re.compile(r"^minisgl_(running|waiting)_requests (\S+)$", re.MULTILINE)
@@ -197,25 +275,30 @@ def peak_metrics(base: str, interval: float = 0.05) -> Iterator[dict[str, float]
 
 
 def run_chat_clients(
-    base: str, clients: int, rounds: int, prompt_words: int, tokens: int, send_max_tokens: bool
+    base: str,
+    clients: int,
+    rounds: int,
+    prompt_words: int,
+    tokens: int,
+    send_max_tokens: bool,
+    processes: int = 1,
 ) -> dict[str, Any]:
     """对话接口：每个请求读 ``tokens`` 个 token，带或不带 ``max_tokens``（``_chat_request``）。
     除了 ``run_clients`` 的各项，还有每个请求读到的 token 数的范围、同时在跑和在排队的请求数的
     峰值（读自 ``/metrics``）。"""
-    client = _client(base)
-    _chat_request(client, "warm up", 4, send_max_tokens)
+    spec = ("chat", tokens, send_max_tokens)
     with peak_metrics(base) as peak:
-        results, wall = _run_pool(
-            clients,
-            rounds,
-            prompt_words,
-            lambda prompt: _chat_request(client, prompt, tokens, send_max_tokens),
-        )
+        results, wall = _run(base, clients, rounds, prompt_words, spec, processes)
     read = [r[2] for r in results]
     return {
         **_summary(clients, results, wall),
+        "client_processes": processes,
         "max_tokens_sent": send_max_tokens,
         "tokens_read": {"min": min(read), "max": max(read)},
         "peak_running": int(peak.get("running", 0)),
         "peak_waiting": int(peak.get("waiting", 0)),
     }
+
+
+if __name__ == "__main__":
+    _client_process(json.loads(sys.argv[1]))

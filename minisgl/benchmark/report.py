@@ -142,8 +142,14 @@ def _offline(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
     return out
 
 
+# decode 一行是怎么量的（行里的 ``timing``）→ 表头里的说明；早先的结果没有这一项，不加说明
+_TIMING = {"per_step": "；一次运行里整批都在 decode 时相邻两步的间隔，取中位数"}
+
+
 def _decode(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
-    out = [f"**decode 每一步的延迟**（上下文 {r['decode'][0]['context_len']} 个 token，毫秒）", ""]
+    first = r["decode"][0]
+    how = _TIMING.get(first.get("timing", ""), "")
+    out = [f"**decode 每一步的延迟**（上下文 {first['context_len']} 个 token，毫秒{how}）", ""]
     rows = []
     for d in r["decode"]:
         row = [str(d["batch_size"]), _fmt(d["ours_ms"], ".2f")]
@@ -193,6 +199,15 @@ def _online(o: dict[str, Any]) -> list[str]:
     tpot = {x["clients"]: x["tpot_p50_ms"] for x in o["levels"]}
     if 1 in tpot and 8 in tpot:  # 目标：8 个客户端的 TPOT 不超过 1 个的 1.1 倍
         out += [f"8 个客户端的 TPOT p50 是 1 个客户端的 **{tpot[8] / tpot[1]:.2f} 倍**。", ""]
+    one = o.get("one_client_process")
+    if one:  # 客户端分到几个进程里量的；同样多的客户端挤在一个进程里时，满的是客户端自己
+        procs = max(x.get("client_processes", 1) for x in o["levels"])
+        out += [
+            f"上表的客户端最多分到 {procs} 个进程里。对照：同样 {one['clients']} 个客户端挤在一个"
+            f"进程里，{one['output_tokens_per_s']:,.0f} 输出 token/s，TTFT p99 "
+            f"{one['ttft_p99_ms']:.0f} 毫秒。",
+            "",
+        ]
     if o.get("chat"):
         out += _chat(o["chat"], o["max_tokens"])
     return out

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Mapping
 
 import torch
@@ -75,23 +76,29 @@ def serialize_type(obj: Any) -> dict[str, Any]:
     if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
         raise TypeError(f"cannot serialize {type(obj).__name__}: not a dataclass or a tensor")
     result: dict[str, Any] = {"__type__": type(obj).__name__}
-    for f in dataclasses.fields(obj):
-        result[f.name] = _serialize_any(getattr(obj, f.name))
+    for name in _field_names(type(obj)):
+        result[name] = _serialize_any(getattr(obj, name))
     return result
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    """按声明顺序的字段名。每个 token 都要编码一条消息：每个类只问一次 ``dataclasses.fields``。"""
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 # ---------------------------------------------------------------- 反序列化
 
 
 def _deserialize_any(cls_map: Mapping[str, type], data: Any) -> Any:
+    if data is None or isinstance(data, (bool, int, float, str, bytes)):  # 最常见的，先看
+        return data
     if isinstance(data, dict):
         if "__type__" in data:
             return deserialize_type(cls_map, data)
         return {k: _deserialize_any(cls_map, v) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
         return [_deserialize_any(cls_map, v) for v in data]
-    if data is None or isinstance(data, (bool, int, float, str, bytes)):
-        return data
     raise MessageDecodeError(f"unexpected value of type {type(data).__name__} in a message")
 
 
@@ -140,20 +147,26 @@ def _check_fields(cls: type, data: Mapping[str, Any]) -> None:
     """字段多了或少了：多半是收发两边的代码版本不一致。在构造对象之前说清楚差在哪。"""
     if not dataclasses.is_dataclass(cls):
         return
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    given = set(data) - {"__type__"}
-    unexpected = sorted(given - set(fields))
-    missing = sorted(
-        name
-        for name, f in fields.items()
-        if name not in given
-        and f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
-    )
+    accepted, required = _init_fields(cls)
+    given = data.keys() - {"__type__"}
+    unexpected = sorted(given - accepted)
+    missing = sorted(required - given)
     if unexpected or missing:
         raise MessageDecodeError(
             f"fields do not match {cls.__name__}: unexpected {unexpected}, missing {missing}"
         )
+
+
+@functools.cache
+def _init_fields(cls: type) -> tuple[frozenset[str], frozenset[str]]:
+    """(构造函数接受的字段, 其中没有默认值、必须给出的字段)；每个类只算一次。"""
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    required = (
+        f.name
+        for f in fields
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
+    return frozenset(f.name for f in fields), frozenset(required)
 
 
 # >> ch16

@@ -21,7 +21,16 @@ __all__ = ["CacheManager"]
 
 
 # >> ch19
+import array
+import itertools
+
 from minisgl.utils.device import to_device
+
+
+def _int64(values: Iterable[int]) -> torch.Tensor:
+    """一串 Python 整数 → int64 张量。``torch.tensor(list)`` 逐个元素走通用的转换，一批 prefill
+    几万个页号要好几毫秒；``array`` 在 C 里打包，张量直接用它的内存，快一个数量级。"""
+    return torch.frombuffer(array.array("q", values), dtype=torch.int64)
 
 
 # << ch19
@@ -49,6 +58,10 @@ class CacheManager:
         self.prefix_cache = prefix_cache
         self._free = list(range(num_pages - 1, -1, -1))  # pop() 先拿小号的页
         self._free_set = set(self._free)
+        # >> ch19
+        # 攒着还没写进页表的 (行, 起始页, 页号)；None：write_row 立刻写（见 defer_writes）
+        self._pending: list[tuple[int, int, list[int]]] | None = None
+        # << ch19
 
     # ------------------------------------------------------------ 数量
 
@@ -69,19 +82,28 @@ class CacheManager:
     def allocate(self, num_pages: int) -> list[int]:
         if num_pages > len(self._free):
             # 空闲页不够：淘汰前缀缓存里没人用的页（naive 时什么也淘汰不出来）
-            for page in self.prefix_cache.evict(num_pages - len(self._free)):
-                self._push_free(page)
+            self.free(self.prefix_cache.evict(num_pages - len(self._free)))
         if num_pages > len(self._free):
             raise RuntimeError(
                 f"out of KV pages: need {num_pages}, {len(self._free)} free "
                 f"(the admission check should have prevented this)"
             )
-        pages = [self._free.pop() for _ in range(num_pages)]
+        # 从末尾整段切下来，倒过来：和逐个 pop() 拿到的页、顺序都一样
+        start = len(self._free) - num_pages
+        pages = self._free[start:][::-1]
+        del self._free[start:]
         self._free_set.difference_update(pages)
         return pages
 
     def free(self, pages: Iterable[int]) -> None:
-        for page in pages:
+        pages = list(pages)
+        fresh = set(pages)
+        ok = len(fresh) == len(pages) and fresh.isdisjoint(self._free_set)
+        if ok and (not pages or 0 <= min(pages) and max(pages) < self.num_pages):
+            self._free += pages  # 常见情形：整批一次放回去（淘汰一次就是几百上千页）
+            self._free_set |= fresh
+            return
+        for page in pages:  # 有重复、已经空闲或者越界的：逐页放，在出问题的那一页报错
             self._push_free(page)
 
     def _push_free(self, page: int) -> None:
@@ -116,24 +138,35 @@ class CacheManager:
         逐个写时，每个跨页的请求一次主机到设备的小拷贝（页大小为 1 时就是每个请求每一步一次），
         而且是从可分页内存拷的——CUDA 要先等流上排着的前向全部算完才开始拷，第 11 章的重叠就白做了。
         """
-        rows: list[int] = []
-        cols: list[int] = []
-        slots: list[int] = []
-        size = self.page_size
+        self.defer_writes()
         for req in reqs:
-            missing = self.pages_missing(req, req.device_len)
-            if missing == 0:
-                continue
-            first = len(req.pages) * size
-            new = self.allocate(missing)
-            req.pages += new
-            slots += [page * size + i for page in new for i in range(size)]
-            cols += range(first, first + missing * size)
-            rows += [req.table_idx] * (missing * size)
-        if rows:
-            index = to_device(torch.tensor([rows, cols], dtype=torch.int64), self.page_table.device)
-            values = to_device(torch.tensor(slots, dtype=torch.int32), self.page_table.device)
-            self.page_table[index[0], index[1]] = values
+            self.ensure_pages(req, req.device_len)
+        self.flush_writes()
+
+    def defer_writes(self) -> None:
+        """从现在起到 ``flush_writes``，``write_row`` 只把要写的页记下来。
+
+        prefill 接纳的每个请求都要写页表（命中的前缀、这一步要用的页）：逐个写就是逐个一次主机到
+        设备的小拷贝，和 decode 一样的问题。攒起来，整批一起写。
+        """
+        self._pending = []
+
+    def flush_writes(self) -> None:
+        """把攒下的页表写入一次做完，回到立刻写的模式。"""
+        pending, self._pending = self._pending or [], None
+        if not pending:
+            return
+        size = self.page_size
+        pages = _int64(itertools.chain.from_iterable(p for _, _, p in pending))
+        counts = _int64(len(p) for _, _, p in pending)
+        # 每一页是它那一行的第几页：拼接后的序号，减去所在段的起点，加上这一段的起始页
+        first = _int64(first for _, first, _ in pending) - (counts.cumsum(0) - counts)
+        page_cols = torch.arange(len(pages)) + first.repeat_interleave(counts)
+        rows = _int64(row for row, _, _ in pending).repeat_interleave(counts * size)
+        n = len(pages) * size
+        cols = page_slots(page_cols, size, n)  # 页里的列和页里的槽位一样连续，换算相同
+        index = to_device(torch.stack([rows, cols.long()]), self.page_table.device)
+        self.page_table[index[0], index[1]] = to_device(page_slots(pages, size, n), index.device)
 
     # << ch19
     def write_row(self, req: SchedReq, first_page: int = 0) -> None:
@@ -141,6 +174,11 @@ class CacheManager:
         pages = req.pages[first_page:]
         if not pages:
             return
+        # >> ch19
+        if self._pending is not None:  # 整批一起写（defer_writes）：页号现在就抄下来
+            self._pending.append((req.table_idx, first_page, pages))
+            return
+        # << ch19
         begin = first_page * self.page_size
         slots = page_slots(pages, self.page_size, len(pages) * self.page_size)
         row = self.page_table[req.table_idx]

@@ -201,7 +201,13 @@ class Scheduler:
         reserved = self.decode_manager.reserved_pages(
             self.cache, self.prefill_manager.reserve_until
         )
+        # >> ch19
+        self.cache.defer_writes()  # 接纳的这一批请求的页表写入攒起来，整批一次拷到设备
+        # << ch19
         reqs = self.prefill_manager.schedule(reserved)
+        # >> ch19
+        self.cache.flush_writes()
+        # << ch19
         if reqs:
             return Batch(reqs, "prefill")  # type: ignore[arg-type]
         running = self.decode_manager.running

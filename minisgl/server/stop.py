@@ -37,6 +37,8 @@ class StopChecker:
         """收下一段新文本，返回现在可以发出的部分。命中之后 ``matched`` 不为 None，再 feed 无效。"""
         if self.matched is not None:
             return ""
+        if not self.stops:  # 没有停止串（绝大多数请求）：不用扣住任何文本
+            return text
         self.buffer += text
         hit = self._first_match()
         if hit is not None:

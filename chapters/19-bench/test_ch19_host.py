@@ -1,0 +1,107 @@
+"""第 19 章：调度器的主机开销——换了更快的写法，结果必须和原来的一模一样。
+
+- prefill 的页表写入攒成一批（``defer_writes`` / ``flush_writes``）：写出的页表和逐行写的相同，
+  整批只拷两次（下标、槽位），不随请求数增长；调度器接纳一批请求后，页表就是各请求的页；
+- 空闲列表整段切下、整批放回：拿到的页和逐个 ``pop()`` 的相同，重复、越界照样当场报错；
+- radix 树比较公共前缀先整段比：结果和一页一页地比相同（包括停在半页的不同）。
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from minisgl.core import SamplingParams
+from minisgl.kvcache import RadixPrefixCache, create_prefix_cache
+from minisgl.scheduler import PendingReq, PrefillManager, ReqTable
+from minisgl.scheduler.cache import CacheManager
+from minisgl.scheduler.utils import SchedReq
+
+
+def _manager(page_size: int, rows: int = 8, columns: int = 96) -> CacheManager:
+    table = torch.full((rows, columns), -1, dtype=torch.int32)
+    return CacheManager(512, page_size, table, create_prefix_cache("naive", page_size))
+
+
+def _writes(manager: CacheManager, rng: random.Random) -> None:
+    """几个请求：先写整行（像命中了前缀的新请求），再补页写后半段（像 ensure_pages）。"""
+    for i in range(8):
+        req = SchedReq(torch.arange(5, dtype=torch.int32), table_idx=i, uid=i)
+        req.pages = manager.allocate(rng.randint(0, 6))
+        manager.write_row(req)
+        manager.ensure_pages(req, rng.randint(1, 90))
+
+
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_deferred_writes_give_the_same_table_as_row_by_row(page_size: int) -> None:
+    one, batched = _manager(page_size), _manager(page_size)
+    _writes(one, random.Random(page_size))
+    batched.defer_writes()
+    _writes(batched, random.Random(page_size))
+    assert torch.equal(batched.page_table, torch.full_like(one.page_table, -1))  # 还没写
+    batched.flush_writes()
+    assert torch.equal(one.page_table, batched.page_table)
+    assert one._free == batched._free
+    req = SchedReq(torch.arange(5, dtype=torch.int32), table_idx=0, uid=0)
+    req.pages = [7]
+    batched.write_row(req)  # flush 之后回到立刻写
+    assert batched.page_table[0, :page_size].tolist() == list(range(7 * page_size, 8 * page_size))
+
+
+def test_a_prefill_batch_takes_two_copies(page_table_copies: list[int]) -> None:
+    calls = page_table_copies
+    manager = _manager(1)
+    prefill = PrefillManager(manager, ReqTable(8), max_extend_tokens=1000)
+    for uid in range(6):
+        ids = torch.arange(uid + 3, dtype=torch.int32)
+        prefill.add(PendingReq(uid, ids, SamplingParams(max_tokens=2), output_len=2))
+    manager.defer_writes()
+    reqs = prefill.schedule(reserved_pages=0)
+    assert calls == []
+    manager.flush_writes()
+    assert len(reqs) == 6 and len(calls) == 2  # 一次下标（行、列），一次槽位
+    for req in reqs:
+        assert manager.page_table[req.table_idx, : req.device_len].tolist() == req.pages
+
+
+def test_allocate_takes_the_same_pages_as_popping_one_by_one() -> None:
+    manager = _manager(2)
+    assert manager.allocate(3) == [0, 1, 2]
+    assert manager.allocate(0) == [] and manager.num_free_pages == 509
+    manager.free([1, 0])
+    assert manager.allocate(2) == [0, 1]  # 后放回的先拿到
+    manager.free([2, 0, 1])
+    manager.check_integrity([])
+    assert manager.allocate(3) == [1, 0, 2]
+
+
+@pytest.mark.parametrize("bad", [[3, 4, 3], [5, 600], [-1], [8, 2]])
+def test_free_still_raises_on_the_bad_page(bad: list[int]) -> None:
+    manager = _manager(1)
+    manager.allocate(10)
+    manager.free([2])
+    with pytest.raises(RuntimeError, match="double free"):
+        manager.free(bad)
+
+
+def _common_len_by_pages(page_size: int, key: list[int], ids: list[int], pos: int) -> int:
+    n, limit = 0, min(len(key), len(ids) - pos)
+    while n + page_size <= limit and key[n : n + page_size] == ids[pos + n : pos + n + page_size]:
+        n += page_size
+    return n
+
+
+@pytest.mark.parametrize("page_size", [1, 3])
+def test_common_len_equals_comparing_page_by_page(page_size: int) -> None:
+    rng = random.Random(page_size)
+    cache = RadixPrefixCache(page_size)
+    for _ in range(500):
+        key = [rng.randint(0, 3) for _ in range(rng.randint(1, 12) * page_size)]
+        ids = [rng.randint(0, 3) for _ in range(rng.randint(0, 5))] + key[: rng.randint(0, 40)]
+        ids += [rng.randint(0, 3) for _ in range(rng.randint(0, 5))]
+        pos = rng.randint(0, len(ids))
+        want = _common_len_by_pages(page_size, key, ids, pos)
+        assert cache._common_len(key, ids, pos) == want
+        assert cache._common_len(key, tuple(ids), pos) == want

@@ -1,0 +1,39 @@
+"""第 19 章：在线基准的客户端。
+
+客户端分到几个进程里（``processes``）时，量到的应该和在一个进程里一样是"每个客户端、每一轮
+一个请求，每个请求 ``max_tokens`` 个 token"：编号分段不重不漏，子进程的结果都收回来。
+用内嵌的小模型真的起一个服务；不比较快慢（CPU 上的数字没有意义）。
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from minisgl.benchmark import online
+
+CLIENTS, ROUNDS, TOKENS = 5, 2, 6
+
+
+@pytest.fixture(scope="module")
+def base(tiny_model: Path) -> Iterator[str]:
+    with online.serve(str(tiny_model), "--max-running-requests", "8", timeout=300) as url:
+        yield url
+
+
+@pytest.mark.parametrize("processes", [1, 2, 3])
+def test_completion_clients_over_processes(base: str, processes: int) -> None:
+    row = online.run_clients(base, CLIENTS, ROUNDS, 4, TOKENS, processes=processes)
+    assert row["clients"] == CLIENTS and row["client_processes"] == processes
+    assert row["requests"] == CLIENTS * ROUNDS
+    # 每个请求都读满 TOKENS 个 token（不够时 _timed_stream 会报错），吞吐按全部 token 算
+    assert row["output_tokens_per_s"] * row["wall_s"] == pytest.approx(CLIENTS * ROUNDS * TOKENS)
+    assert row["ttft_p50_ms"] > 0 and row["latency_p50_s"] > 0
+
+
+def test_chat_clients_over_processes(base: str) -> None:
+    row = online.run_chat_clients(base, CLIENTS, 1, 4, TOKENS, False, processes=2)
+    assert row["requests"] == CLIENTS and row["client_processes"] == 2
+    assert row["tokens_read"]["min"] >= TOKENS
