@@ -2,7 +2,7 @@
 
 - 负载：同一个种子同一批请求，长度都在区间里；
 - decode 补页：``ensure_decode_pages`` 和逐个 ``ensure_pages`` 分到同样的页、写出同样的页表，
-  而且整批只拷两次（下标、槽位），不随批大小增长；
+  而且整批只分配一次、只拷一次（行、列、槽位拼在一起），不随批大小增长；
 - 屋顶线的下限：手算的小例子；百分位数和 torch.quantile 一致；
 - RMSNorm（可带残差）和 RoPE 的 Triton 版与 ``ops.py`` 的 PyTorch 写法一致：二维、三维的跨步视图、
   原地写回；不在 CUDA 上时由 Triton 的解释器执行，在 GPU 上（和包里一样挑设备）再测 bfloat16；
@@ -106,12 +106,16 @@ def test_batched_decode_pages_equal_one_by_one(page_size: int) -> None:
     assert min(slots) >= 0 and len(set(slots)) == len(slots)
 
 
-def test_decode_pages_take_two_copies_whatever_the_batch(page_table_copies: list[int]) -> None:
+def test_decode_pages_take_one_copy_whatever_the_batch(page_table_copies: list[int]) -> None:
     calls = page_table_copies
     manager = _manager(1)
+    allocations: list[int] = []
+    allocate = manager.allocate
+    manager.allocate = lambda n: allocations.append(n) or allocate(n)  # type: ignore[method-assign]
     reqs = _requests(random.Random(0))
     manager.ensure_decode_pages(reqs)  # 8 个请求都要页
-    assert len(calls) == 2  # 一次下标（行、列），一次槽位
+    assert calls == [3 * sum(r.device_len for r in reqs)]  # 行、列、槽位拼在一起，一次拷完
+    assert len(allocations) == 1  # 缺的页一次分配
     calls.clear()
     manager.ensure_decode_pages(reqs)  # 都已经够了：一次也不拷
     assert calls == []

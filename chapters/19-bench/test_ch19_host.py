@@ -1,9 +1,11 @@
 """第 19 章：调度器的主机开销——换了更快的写法，结果必须和原来的一模一样。
 
 - prefill 的页表写入攒成一批（``defer_writes`` / ``flush_writes``）：写出的页表和逐行写的相同，
-  整批只拷两次（下标、槽位），不随请求数增长；调度器接纳一批请求后，页表就是各请求的页；
+  整批只拷一次（行、列、槽位拼在一起），不随请求数增长；调度器接纳一批请求后，页表就是各请求的页；
 - 空闲列表整段切下、整批放回：拿到的页和逐个 ``pop()`` 的相同，重复、越界照样当场报错；
-- radix 树比较公共前缀先整段比：结果和一页一页地比相同（包括停在半页的不同）。
+- radix 树比较公共前缀先整段比：结果和一页一页地比相同（包括停在半页的不同）；
+- 缓存占满池子时一次淘汰一批（池子的 1/``EVICT_FRACTION``）：淘汰的仍是最久没用的，
+  之后的分配直接从空闲列表拿，不再每次都走一遍树。
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import torch
 from minisgl.core import SamplingParams
 from minisgl.kvcache import RadixPrefixCache, create_prefix_cache
 from minisgl.scheduler import PendingReq, PrefillManager, ReqTable
-from minisgl.scheduler.cache import CacheManager
+from minisgl.scheduler.cache import EVICT_FRACTION, CacheManager
 from minisgl.scheduler.utils import SchedReq
 
 
@@ -50,7 +52,7 @@ def test_deferred_writes_give_the_same_table_as_row_by_row(page_size: int) -> No
     assert batched.page_table[0, :page_size].tolist() == list(range(7 * page_size, 8 * page_size))
 
 
-def test_a_prefill_batch_takes_two_copies(page_table_copies: list[int]) -> None:
+def test_a_prefill_batch_takes_one_copy(page_table_copies: list[int]) -> None:
     calls = page_table_copies
     manager = _manager(1)
     prefill = PrefillManager(manager, ReqTable(8), max_extend_tokens=1000)
@@ -61,7 +63,7 @@ def test_a_prefill_batch_takes_two_copies(page_table_copies: list[int]) -> None:
     reqs = prefill.schedule(reserved_pages=0)
     assert calls == []
     manager.flush_writes()
-    assert len(reqs) == 6 and len(calls) == 2  # 一次下标（行、列），一次槽位
+    assert len(reqs) == 6 and len(calls) == 1  # 行、列、槽位拼在一起，一次拷完
     for req in reqs:
         assert manager.page_table[req.table_idx, : req.device_len].tolist() == req.pages
 
@@ -75,6 +77,40 @@ def test_allocate_takes_the_same_pages_as_popping_one_by_one() -> None:
     manager.free([2, 0, 1])
     manager.check_integrity([])
     assert manager.allocate(3) == [1, 0, 2]
+
+
+def test_nested_defer_writes_is_an_error() -> None:
+    manager = _manager(1)
+    manager.defer_writes()
+    with pytest.raises(RuntimeError, match="flush_writes"):
+        manager.defer_writes()  # 再来一次会把攒着的写入丢掉：当场报错
+    manager.flush_writes()
+    manager.defer_writes()  # flush 之后可以重新开始攒
+    manager.flush_writes()
+
+
+def test_a_full_cache_is_evicted_a_batch_at_a_time() -> None:
+    num_pages, batch = 640, 640 // EVICT_FRACTION
+    table = torch.full((4, 16), -1, dtype=torch.int32)
+    manager = CacheManager(num_pages, 1, table, create_prefix_cache("radix", 1))
+    cache = manager.prefix_cache
+    prefixes = [[i, i] for i in range(num_pages // 2)]  # 320 个两页的前缀，先插入的最久没用
+    for ids in prefixes:
+        cache.insert_prefix(ids, manager.allocate(2))
+    assert manager.num_free_pages == 0 and manager.available_pages == num_pages
+    calls: list[int] = []
+    evict = cache.evict
+    cache.evict = lambda n: calls.append(n) or evict(n)  # type: ignore[method-assign]
+    got = [manager.allocate(1) for _ in range(batch)]
+    assert calls == [batch]  # 第一次分配淘汰一整批，后面的都从空闲列表拿
+    assert manager.num_free_pages == 0 and len({p for g in got for p in g}) == batch
+    for i, ids in enumerate(prefixes[: batch // 2 + 1]):
+        matched = cache.match_prefix(ids)[0].cached_len
+        assert matched == (0 if i < batch // 2 else 2)  # 淘汰的恰好是最早的那几个
+    got.append(manager.allocate(3))  # 空闲列表又空了：再淘汰一批
+    assert calls == [batch, batch] and manager.num_free_pages == batch - 3
+    manager.free(p for g in got for p in g)
+    manager.check_integrity([])  # 拿走的页还回来之后，每一页都在空闲列表或者缓存里
 
 
 @pytest.mark.parametrize("bad", [[3, 4, 3], [5, 600], [-1], [8, 2]])

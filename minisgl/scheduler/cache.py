@@ -26,11 +26,10 @@ import itertools
 
 from minisgl.utils.device import to_device
 
-
-def _int64(values: Iterable[int]) -> torch.Tensor:
-    """一串 Python 整数 → int64 张量。``torch.tensor(list)`` 逐个元素走通用的转换，一批 prefill
-    几万个页号要好几毫秒；``array`` 在 C 里打包，张量直接用它的内存，快一个数量级。"""
-    return torch.frombuffer(array.array("q", values), dtype=torch.int64)
+# 空闲页不够时，一次至少淘汰池子的这么多分之一。淘汰要把整棵树走一遍（第 10 章）；缓存占满池子
+# 之后只淘汰刚好够的页，就是每个新请求、每一步跨页的 decode 都走一遍。多腾出的页本来就是最久没用的，
+# 下一次分配直接从空闲列表里拿
+EVICT_FRACTION = 64
 
 
 # << ch19
@@ -82,7 +81,13 @@ class CacheManager:
     def allocate(self, num_pages: int) -> list[int]:
         if num_pages > len(self._free):
             # 空闲页不够：淘汰前缀缓存里没人用的页（naive 时什么也淘汰不出来）
-            self.free(self.prefix_cache.evict(num_pages - len(self._free)))
+            # ~~ ch08 < ch19
+            # ~ self.free(self.prefix_cache.evict(num_pages - len(self._free)))
+            # ~~
+            # >> ch19
+            shortfall = num_pages - len(self._free)
+            self.free(self.prefix_cache.evict(max(shortfall, self.num_pages // EVICT_FRACTION)))
+            # << ch19
         if num_pages > len(self._free):
             raise RuntimeError(
                 f"out of KV pages: need {num_pages}, {len(self._free)} free "
@@ -132,15 +137,22 @@ class CacheManager:
 
     # >> ch19
     def ensure_decode_pages(self, reqs: Iterable[SchedReq]) -> None:
-        """decode 这一步的 ``ensure_pages(req, req.device_len)``，对整批请求一起做：新槽位攒起来，
-        一次拷到设备、一次写进页表。
+        """decode 这一步的 ``ensure_pages(req, req.device_len)``，对整批请求一起做：缺的页一次分配，
+        新槽位攒起来，一次拷到设备、一次写进页表。
 
         逐个写时，每个跨页的请求一次主机到设备的小拷贝（页大小为 1 时就是每个请求每一步一次），
         而且是从可分页内存拷的——CUDA 要先等流上排着的前向全部算完才开始拷，第 11 章的重叠就白做了。
+        逐个分配也不便宜：batch 256、页大小为 1 时，每一步 256 次 ``allocate``。
         """
+        reqs = list(reqs)
+        missing = [self.pages_missing(req, req.device_len) for req in reqs]
+        pages = iter(self.allocate(sum(missing)))  # 和逐个分配拿到的页、顺序都一样
         self.defer_writes()
-        for req in reqs:
-            self.ensure_pages(req, req.device_len)
+        for req, n in zip(reqs, missing):
+            if n:
+                start = len(req.pages)
+                req.pages += itertools.islice(pages, n)
+                self.write_row(req, start)
         self.flush_writes()
 
     def defer_writes(self) -> None:
@@ -149,24 +161,29 @@ class CacheManager:
         prefill 接纳的每个请求都要写页表（命中的前缀、这一步要用的页）：逐个写就是逐个一次主机到
         设备的小拷贝，和 decode 一样的问题。攒起来，整批一起写。
         """
+        if self._pending is not None:  # 再开一次就把攒着的写入丢了
+            raise RuntimeError("defer_writes called twice: flush_writes first")
         self._pending = []
 
     def flush_writes(self) -> None:
-        """把攒下的页表写入一次做完，回到立刻写的模式。"""
+        """把攒下的页表写入一次做完，回到立刻写的模式。
+
+        要写的行、列、槽位在主机上拼成三个 ``array``（循环都在 C 里，每个请求只有几次调用），
+        首尾相接成一个 ``(3, n)`` 的张量：一次拷到设备，一次按下标写进页表。
+        """
         pending, self._pending = self._pending or [], None
         if not pending:
             return
         size = self.page_size
-        pages = _int64(itertools.chain.from_iterable(p for _, _, p in pending))
-        counts = _int64(len(p) for _, _, p in pending)
-        # 每一页是它那一行的第几页：拼接后的序号，减去所在段的起点，加上这一段的起始页
-        first = _int64(first for _, first, _ in pending) - (counts.cumsum(0) - counts)
-        page_cols = torch.arange(len(pages)) + first.repeat_interleave(counts)
-        rows = _int64(row for row, _, _ in pending).repeat_interleave(counts * size)
-        n = len(pages) * size
-        cols = page_slots(page_cols, size, n)  # 页里的列和页里的槽位一样连续，换算相同
-        index = to_device(torch.stack([rows, cols.long()]), self.page_table.device)
-        self.page_table[index[0], index[1]] = to_device(page_slots(pages, size, n), index.device)
+        rows, cols, slots = array.array("q"), array.array("q"), array.array("q")
+        for row, first, pages in pending:
+            n = len(pages) * size
+            rows.extend(itertools.repeat(row, n))
+            cols.extend(range(first * size, first * size + n))
+            slots.extend(pages if size == 1 else (p * size + j for p in pages for j in range(size)))
+        index = torch.frombuffer(rows + cols + slots, dtype=torch.int64).view(3, -1)
+        index = to_device(index, self.page_table.device)
+        self.page_table[index[0], index[1]] = index[2].to(self.page_table.dtype)
 
     # << ch19
     def write_row(self, req: SchedReq, first_page: int = 0) -> None:
