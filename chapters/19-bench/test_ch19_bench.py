@@ -495,3 +495,26 @@ def test_profile_region_ranks_the_operators() -> None:
     assert top["name"] == "aten::mm" and top["calls"] == 3
     assert {k["name"] for k in r["kernels"]} >= {"aten::mm", "aten::add"}
     assert 0 < r["busy_ms"] and r["wall_ms"] > 0 and r["launches"] >= 4
+
+
+def test_host_timers_count_calls_and_put_the_methods_back() -> None:
+    """计时器记下次数（抛出异常的那次也算），退出 ``with`` 以后类上还是原来的方法。"""
+    from minisgl.benchmark.profile import HOST_STEPS, host_timers
+
+    class Box:
+        def work(self, n: int) -> int:
+            if n < 0:
+                raise ValueError(n)
+            return n + 1
+
+    real = Box.__dict__["work"]
+    with host_timers(((Box, "work"),)) as stats:
+        assert Box().work(1) == 2 and Box().work(2) == 3
+        with pytest.raises(ValueError):
+            Box().work(-1)
+        assert Box.__dict__["work"] is not real
+    assert stats == {"Box.work": {"calls": 3, "total_ms": stats["Box.work"]["total_ms"]}}
+    assert stats["Box.work"]["total_ms"] >= 0
+    assert Box.__dict__["work"] is real
+    # 默认的那几个函数都真的在各自的类上（改了名字，这里先失败）
+    assert all(callable(cls.__dict__.get(name)) for cls, name in HOST_STEPS)

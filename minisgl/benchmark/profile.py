@@ -5,7 +5,9 @@ kernel 上、GPU 空着的时间有多少。
 
 - **设备上的 kernel**：按名字合并，给出调用次数和总时长，最耗时的排在前面；
 - **忙与闲**：kernel 时间区间的并集是"GPU 忙"的时间，墙上时间减去它就是 GPU 空等主机的时间
-  （准备批次、Python 的开销、同步）。
+  （准备批次、Python 的开销、同步）；
+- **主机这一侧**：同样的形状再跑一次（换一批 token，不开 profiler），给调度器的几个函数包上计时器，
+  记下每个函数调用了几次、一共多少毫秒——GPU 空着时主机在忙什么，看这一项。
 
 没有 GPU 时录的是 CPU 上 ``aten::…`` 算子各自的时间（不含子算子），流程一样，用来测试这个脚本本身。
 """
@@ -13,23 +15,35 @@ kernel 上、GPU 空着的时间有多少。
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from minisgl.core import SamplingParams
-from minisgl.engine import has_weight_files
+from minisgl.engine import Engine, has_weight_files
+from minisgl.kvcache import RadixPrefixCache
 from minisgl.llm import LLM
+from minisgl.scheduler import Scheduler
+from minisgl.scheduler.cache import CacheManager
 from minisgl.utils import dtype_from_str, pick_device, synchronize
 
 from .offline import make_workload
 
-__all__ = ["busy_time_us", "profile_region", "run"]
+__all__ = ["HOST_STEPS", "busy_time_us", "host_timers", "profile_region", "run"]
+
+# 主机这一侧计时的函数：调度器一步的三段，前向里的引擎，和 KV 页的几项账目
+HOST_STEPS: tuple[tuple[type, str], ...] = (
+    (Scheduler, "schedule_next_batch"), (Scheduler, "forward"), (Scheduler, "process"),
+    (Engine, "forward_batch"), (CacheManager, "allocate"), (CacheManager, "flush_writes"),
+    (CacheManager, "cache_req"), (RadixPrefixCache, "evict"),
+)  # fmt: skip
 
 
 def busy_time_us(intervals: list[tuple[float, float]]) -> float:
@@ -83,6 +97,38 @@ def profile_region(device: torch.device, fn: Callable[[], Any], top: int = 12) -
     }
 
 
+@contextmanager
+def host_timers(
+    targets: tuple[tuple[type, str], ...] = HOST_STEPS,
+) -> Iterator[dict[str, dict[str, float]]]:
+    """``with`` 块里给 ``targets`` 的每个方法包一层计时，产出
+    ``{"类.方法": {"calls": 次数, "total_ms": 毫秒}}``，退出时换回原来的方法。torch.profiler
+    在 CPU 这一侧记每一个算子，自己就很费时间；这里每次调用只多两次 ``perf_counter``。
+    嵌套的调用各记各的（``forward`` 的时间里含着 ``forward_batch``）。"""
+    stats = {f"{cls.__name__}.{name}": {"calls": 0, "total_ms": 0.0} for cls, name in targets}
+    originals = [(cls, name, cls.__dict__[name]) for cls, name in targets]
+
+    def timed(real: Callable[..., Any], entry: dict[str, float]) -> Callable[..., Any]:
+        @functools.wraps(real)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                entry["calls"] += 1
+                entry["total_ms"] += (time.perf_counter() - start) * 1000
+
+        return wrapper
+
+    for cls, name, real in originals:
+        setattr(cls, name, timed(real, stats[f"{cls.__name__}.{name}"]))
+    try:
+        yield stats
+    finally:
+        for cls, name, real in originals:
+            setattr(cls, name, real)
+
+
 def run(model: str, dtype: str, prompt_len: int, prefill_batch: int, decode: tuple[int, ...],
         decode_steps: int) -> dict[str, Any]:  # fmt: skip
     device = pick_device()
@@ -102,8 +148,13 @@ def run(model: str, dtype: str, prompt_len: int, prefill_batch: int, decode: tup
     cases += [(f"decode bs{bs}×{decode_steps}", bs, 1 + decode_steps) for bs in decode]
     for i, (name, batch, tokens) in enumerate(cases):
         generate(batch, tokens, seed=100 + i)()  # 预热：同样的形状，另一批 token
-        regions[name] = profile_region(device, generate(batch, tokens, seed=200 + i))
-        r = regions[name]
+        regions[name] = r = profile_region(device, generate(batch, tokens, seed=200 + i))
+        with host_timers() as host:
+            start = time.perf_counter()
+            generate(batch, tokens, seed=300 + i)()
+            synchronize(device)
+            r["host_wall_ms"] = (time.perf_counter() - start) * 1000
+        r["host"] = host
         print(f"[profile] {name}：墙上 {r['wall_ms']:.1f} ms，设备忙 {r['busy_ms']:.1f} ms，"
               f"{r['launches']} 次启动")  # fmt: skip
     llm.shutdown()
@@ -122,6 +173,15 @@ def render(result: dict[str, Any]) -> str:
         lines += [
             f"| `{k['name'][:80]}` | {k['calls']} | {k['total_ms']:.2f} |" for k in r["kernels"]
         ]
+        if "host" in r:  # 早先的 JSON 没有这一项
+            wall = r["host_wall_ms"]
+            lines.append(f"\n主机这一侧（不开 profiler 再跑一次，墙上 {wall:.1f} ms）：\n")
+            lines.append("| 函数 | 次数 | 总时长 ms |")
+            lines.append("|---|---:|---:|")
+            lines += [
+                f"| `{name}` | {h['calls']} | {h['total_ms']:.2f} |"
+                for name, h in sorted(r["host"].items(), key=lambda kv: -kv[1]["total_ms"])
+            ]
     return "\n".join(lines)
 
 
