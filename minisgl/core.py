@@ -89,6 +89,8 @@ class Req:
     sampling_params: SamplingParams = field(default_factory=SamplingParams)
     device_len: int = field(init=False)
     prompt_len: int = field(init=False)
+    # append_host 的缓冲区：input_ids 是它开头的一段，后面留着空位
+    _host_buffer: torch.Tensor | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.input_ids.dim() != 1 or self.input_ids.device.type != "cpu":
@@ -139,9 +141,22 @@ class Req:
         self.device_len += 1
 
     def append_host(self, next_token: int | torch.Tensor) -> None:
-        """把采样出的 token 记到主机上的 ``input_ids`` 末尾。"""
-        token = torch.as_tensor(next_token, dtype=self.input_ids.dtype).reshape(1)
-        self.input_ids = torch.cat([self.input_ids, token.cpu()])
+        """把采样出的 token 记到主机上的 ``input_ids`` 末尾。
+
+        每次 ``torch.cat`` 都要新建几个小张量、把整段拷一遍，一批 256 个请求每一步就是 256 次。
+        这里留一块按容量翻倍的缓冲区，``input_ids`` 是它开头的一段，追加只写一个元素。别处早先
+        拿到的 ``input_ids`` 是更短的一段，不受影响。
+        """
+        n = len(self.input_ids)
+        buffer = self._host_buffer
+        # 第一次追加、放满了，或者 input_ids 不是这块缓冲区的（比如从别的请求那里接过来的）：
+        # 换一块两倍大的，已有的 token 拷过去
+        if buffer is None or n >= len(buffer) or buffer.data_ptr() != self.input_ids.data_ptr():
+            buffer = torch.empty(max(2 * n, 16), dtype=self.input_ids.dtype)
+            buffer[:n] = self.input_ids
+            self._host_buffer = buffer
+        buffer[n] = int(next_token)
+        self.input_ids = buffer[: n + 1]
 
     def __repr__(self) -> str:
         return (

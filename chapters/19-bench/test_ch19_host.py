@@ -4,6 +4,8 @@
   整批只拷一次（行、列、槽位拼在一起），不随请求数增长；调度器接纳一批请求后，页表就是各请求的页；
 - 空闲列表整段切下、整批放回：拿到的页和逐个 ``pop()`` 的相同，重复、越界照样当场报错；
 - radix 树比较公共前缀先整段比：结果和一页一页地比相同（包括停在半页的不同）；
+- ``append_host`` 写进按容量翻倍的缓冲区：和每次 ``torch.cat`` 的结果相同，早先拿到的
+  ``input_ids`` 不变，从别的请求接过来的 ``input_ids`` 先拷一份再追加；
 - 缓存占满池子时一次淘汰一批（池子的 1/``EVICT_FRACTION``）：淘汰的仍是最久没用的，
   之后的分配直接从空闲列表拿，不再每次都走一遍树。
 """
@@ -15,7 +17,7 @@ import random
 import pytest
 import torch
 
-from minisgl.core import SamplingParams
+from minisgl.core import Req, SamplingParams
 from minisgl.kvcache import RadixPrefixCache, create_prefix_cache
 from minisgl.scheduler import PendingReq, PrefillManager, ReqTable
 from minisgl.scheduler.cache import EVICT_FRACTION, CacheManager
@@ -141,3 +143,21 @@ def test_common_len_equals_comparing_page_by_page(page_size: int) -> None:
         want = _common_len_by_pages(page_size, key, ids, pos)
         assert cache._common_len(key, ids, pos) == want
         assert cache._common_len(key, tuple(ids), pos) == want
+
+
+def test_append_host_equals_concatenating() -> None:
+    prompt = torch.arange(5, dtype=torch.int32)
+    req = Req(prompt, table_idx=0)
+    want, views = prompt.clone(), []
+    for token in range(100, 140):  # 跨过几次扩容
+        views.append((req.input_ids, want))
+        req.append_host(token if token % 2 else torch.tensor([token]))
+        want = torch.cat([want, torch.tensor([token], dtype=torch.int32)])
+        assert torch.equal(req.input_ids, want) and req.input_ids.dtype == torch.int32
+    assert torch.equal(prompt, torch.arange(5, dtype=torch.int32))  # 调用方给的提示没被改
+    assert all(torch.equal(seen, expected) for seen, expected in views)  # 早先的那一段都没变
+    # 退回队列的请求（第 17 章）把 input_ids 交给一个新请求：两个都追加，互不干扰
+    heir = Req(req.input_ids, table_idx=1)
+    heir.append_host(7)
+    req.append_host(8)
+    assert heir.input_ids[-2:].tolist() == [139, 7] and req.input_ids[-2:].tolist() == [139, 8]
