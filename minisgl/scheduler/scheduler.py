@@ -198,16 +198,18 @@ class Scheduler:
 
     def schedule_next_batch(self) -> Batch | None:
         """prefill 优先：能接纳新请求就做 prefill，否则 decode 全部运行中的请求。"""
-        reserved = self.decode_manager.reserved_pages(
-            self.cache, self.prefill_manager.reserve_until
-        )
-        # >> ch19
-        self.cache.defer_writes()  # 接纳的这一批请求的页表写入攒起来，整批一次拷到设备
-        # << ch19
-        reqs = self.prefill_manager.schedule(reserved)
-        # >> ch19
-        self.cache.flush_writes()
-        # << ch19
+        reqs: list[SchedReq] = []
+        if len(self.prefill_manager):  # 有请求在等才接纳：算预留要把运行中的请求走一遍
+            reserved = self.decode_manager.reserved_pages(
+                self.cache, self.prefill_manager.reserve_until
+            )
+            # >> ch19
+            self.cache.defer_writes()  # 接纳的这一批请求的页表写入攒起来，整批一次拷到设备
+            # << ch19
+            reqs = self.prefill_manager.schedule(reserved)
+            # >> ch19
+            self.cache.flush_writes()
+            # << ch19
         if reqs:
             return Batch(reqs, "prefill")  # type: ignore[arg-type]
         running = self.decode_manager.running
