@@ -313,7 +313,8 @@ def _stats(*samples: float) -> dict[str, Any]:
 def test_report_with_spread_and_two_peers() -> None:
     """现在的 JSON：每项是几次测量的统计；编译的那种出错时记下错误，出错之前量完的照常显示。"""
     r = json.loads(json.dumps(SAMPLE))
-    r["settings"] = {"runs": 3, "hf_offline_runs": 1, "decode_steps": 8, "hf_decode_steps": 4}
+    r["settings"] = {"runs": 3, "hf_offline_runs": 1, "decode_steps": 8, "hf_decode_steps": 4,
+                     "max_extend_tokens": 16384}  # fmt: skip
     r["peers"] = {
         "hf": {"label": "x"},
         "hf_compiled": {"label": "y", "error": "RuntimeError: boom"},
@@ -333,6 +334,7 @@ def test_report_with_spread_and_two_peers() -> None:
     r["online"]["chat"] = [{**chat, "max_tokens_sent": True}, {**chat, "max_tokens_sent": False}]
     text = render_markdown(r)
     assert "再量 3 次" in text and "离线负载量 1 次" in text
+    assert "本书的离线一侧一步最多 prefill 16,384 个新 token。" in text
     assert "（上下文 8 个 token，毫秒；一次运行里整批都在 decode 时相邻两步的间隔" in text
     assert "| mini-sglang（本书） | 2.0 (±10 %) | 500 (±9 %) | — | 25 % |" in text
     assert "| transformers generate | 20.0（1 次） | 50（1 次） | 10.0× | 2 % |" in text
@@ -359,6 +361,7 @@ def test_quick_benchmark_end_to_end(tmp_path: Path) -> None:
     r = json.loads(out.read_text())
     assert r["meta"]["command"].endswith("--preset quick --out " + str(out))
     assert r["settings"]["runs"] == quick.runs
+    assert r["settings"]["max_extend_tokens"] == quick.max_extend_tokens
     w = r["offline"]["workload"]
     assert w == make_workload(16, (16, 64), (16, 64)).describe()
     # 编译的那种（CPU 上用 eager 后端）要么跑完、真的抓到了图，要么记下了错误

@@ -207,3 +207,53 @@ def test_attention_layer_fused_path_equals_separate_calls(
     assert len(seen) == 3
     assert torch.equal(seen[1], seen[2]) and torch.equal(fused, separate)
     assert torch.equal(seen[0], seen[2])
+
+
+# ---------------------------------------------------------------- decode 注意力的分块
+
+
+@pytest.mark.parametrize("bs", [1, 3, 8, 32, 64, 256])
+def test_decode_tiles_keep_the_grid_busy(bs: int) -> None:
+    """段数是不超过 16 的 2 的幂（合并的 kernel 用 ``tl.arange`` 取各段）；切段时 program 数不超过
+    512 个、再多切一倍就超过（16 段封顶）；请求多到不切也有 512 个时不切。"""
+    from minisgl.attention.triton_attn import decode_tiles_cuda
+
+    splits, tiles = decode_tiles_cuda(bs, 8)
+    assert 1 <= splits <= 16 and splits & (splits - 1) == 0
+    assert splits == 1 or bs * 8 * splits <= 512
+    if bs * 8 >= 512:
+        assert splits == 1
+    elif splits < 16:
+        assert bs * 8 * splits * 2 > 512  # 再多切一倍就超过了
+    assert tiles["BLOCK_N"] in (32, 64) and tiles["num_warps"] in (2, 8)
+
+
+@pytest.mark.parametrize("bs", [1, 8, 64, 256])
+def test_decode_with_the_gpu_tiles_matches_a_reference(
+    monkeypatch: pytest.MonkeyPatch, bs: int
+) -> None:
+    """GPU 上按批大小挑的段数、块大小（``decode_tiles_cuda``），放进同一个 kernel 里结果也对：
+    用 Qwen3-0.6B 的 8 个 KV 头挑出分块，再在一个小问题上（解释器里）和逐个请求的 softmax 比较。
+    长度 1、短于一块、跨好几块和好几段的请求都在里面。"""
+    from minisgl.attention import triton_attn
+
+    splits, tiles = triton_attn.decode_tiles_cuda(bs, 8)
+    monkeypatch.setattr(triton_attn, "NUM_SPLITS", splits)
+    monkeypatch.setattr(triton_attn, "BLOCK_N", tiles["BLOCK_N"])
+    gen = torch.Generator().manual_seed(bs)
+    hq, hkv, d, columns = 4, 2, 32, 320
+    lens = torch.tensor([1, 40, 300], dtype=torch.int32)
+    table = torch.randperm(len(lens) * columns, generator=gen).to(torch.int32).view(-1, columns)
+    k_pool = torch.randn(table.numel(), hkv, d, generator=gen)
+    v_pool = torch.randn(table.numel(), hkv, d, generator=gen)
+    q = torch.randn(len(lens), hq, d, generator=gen)
+    rows = torch.tensor([2, 0, 1], dtype=torch.int32)
+    dev = [t.to(DEVICE) for t in (q, k_pool, v_pool, table, rows, lens)]
+    out = triton_attn.decode_attention(*dev).float().cpu()
+    for i, (row, n) in enumerate(zip(rows.tolist(), lens.tolist())):
+        slots = table[row, :n].long()
+        k = k_pool[slots].repeat_interleave(hq // hkv, dim=1)  # (n, hq, d)
+        v = v_pool[slots].repeat_interleave(hq // hkv, dim=1)
+        p = torch.softmax(torch.einsum("hd,nhd->hn", q[i], k) / d**0.5, dim=-1)
+        want = torch.einsum("hn,nhd->hd", p, v)
+        assert (out[i] - want).abs().max() < 1e-4, (bs, i)

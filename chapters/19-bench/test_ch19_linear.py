@@ -129,13 +129,18 @@ def test_rejects_what_it_cannot_do() -> None:
 
 
 def test_pick_config_covers_the_sms() -> None:
-    """decode 的形状（Qwen3-0.6B）：program 数至少是 SM 数的 4 倍，不够时 K 切到每段一个块。"""
+    """decode 的形状（Qwen3-0.6B）：每个 SM 至少分到一个 program，没有空的 K 段；M 大于 1、program
+    不到 SM 数的 4 倍时沿 K 切，最多 4 段。M=1 时 program 已经够多，不切。"""
     for n, k in [(4096, 1024), (1024, 2048), (6144, 1024), (1024, 3072), (151936, 1024)]:
         for m in (1, 2, 4, 8, 16):
             cfg = TL.pick_config(m, n, k, num_sms=132)
-            programs = -(-n // cfg.block_n) * cfg.split_k
-            assert programs >= 4 * 132 or cfg.split_k == k // cfg.block_k, (m, n, k, cfg)
+            blocks = -(-n // cfg.block_n)
+            assert blocks * cfg.split_k >= 132, (m, n, k, cfg)
             assert cfg.split_k * cfg.block_k <= k
+            if m == 1:
+                assert cfg.split_k == 1 and not cfg.dot
+            elif blocks < 4 * 132:
+                assert cfg.split_k == min(4, k // cfg.block_k) and cfg.dot
 
 
 # ---------------------------------------------------------------- 分派
@@ -151,6 +156,9 @@ def _t(shape: tuple[int, ...], dtype: torch.dtype = torch.bfloat16) -> torch.Ten
         (_t((1, 64)), _t((32, 64)), None, True),
         (_t((16, 64)), _t((32, 64)), _t((32,)), True),
         (_t((4, 64), torch.float16), _t((32, 64), torch.float16), None, True),
+        (_t((1, 64)), _t((96, 64)), _t((96,)), True),  # M=1：输出宽也走 kernel
+        (_t((4, 64)), _t((96, 64)), None, False),  # M>1 而输出比输入宽：cuBLAS 更快
+        (_t((4, 64)), _t((64, 64)), None, True),
         (_t((17, 64)), _t((32, 64)), None, False),  # 超过 MAX_M：普通的矩阵乘
         (_t((0, 64)), _t((32, 64)), None, False),
         (_t((2, 3, 64)), _t((32, 64)), None, False),  # 三维的 x
@@ -180,22 +188,29 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_layers_call_the_kernel_on_cuda_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """只有 ``LinearRowParallel.forward_local`` 经过 ``ops.linear``：CUDA 上 M 小时调用 kernel，
-    M 大时和 CPU 上都是 ``F.linear``；列并行、复制的层一直是 ``F.linear``。结果都对。"""
+    """列并行、复制的层（``forward``）和行并行的 ``forward_local`` 都经过 ``ops.linear``：CUDA 上
+    M=1 时都调用 kernel，M 小时只有输出不比输入宽的调用，M 大时和 CPU 上都是 ``F.linear``。
+    结果都对。"""
     calls = _spy(monkeypatch)
-    col, row = LinearReplicated(64, 48, bias=True), LinearRowParallel(64, 40)
-    for layer in (col, row):
+    narrow, wide = LinearReplicated(64, 48, bias=True), LinearReplicated(64, 96)
+    row = LinearRowParallel(64, 40)
+    for layer in (narrow, wide, row):
         layer.weight = torch.randn(layer.weight.shape).to(DEVICE, torch.bfloat16)
-    col.bias = torch.randn(48).to(DEVICE, torch.bfloat16)
-    for m in (3, 40):
+    narrow.bias = torch.randn(48).to(DEVICE, torch.bfloat16)
+    for m in (1, 3, 40):
         x = torch.randn(m, 64).to(DEVICE, torch.bfloat16)
-        assert torch.equal(col.forward(x), F.linear(x, col.weight, col.bias))
-        got = row.forward_local(x)
-        if ON_CUDA and m <= TL.MAX_M:
-            _check(got, x, row.weight, None)
-        else:
-            assert torch.equal(got, F.linear(x, row.weight))
-    assert calls == ([3] if ON_CUDA else [])
+        outputs = [
+            (narrow.forward(x), narrow),
+            (wide.forward(x), wide),
+            (row.forward_local(x), row),
+        ]
+        for got, layer in outputs:
+            bias = layer.bias if layer is not row else None
+            if ON_CUDA and ops._small_m_kernel_fits(x, layer.weight, bias):
+                _check(got, x, layer.weight, bias)
+            else:
+                assert torch.equal(got, F.linear(x, layer.weight, bias))
+    assert calls == ([1, 1, 1, 3, 3] if ON_CUDA else [])
 
 
 @pytest.mark.skipif(not ON_CUDA, reason="CUDA Graph")

@@ -61,13 +61,29 @@ except ImportError:  # 可选依赖：没有它就只有原生后端
 # q 块、K/V 块的大小；tl.dot 要求每一维至少 16。kernel 本身在 triton_kernels.py
 BLOCK_M, BLOCK_N = 32, 32
 NUM_SPLITS = 8  # decode 时每个请求的 K/V 切成几段
+
+
 # >> ch19
 # GPU 上 16 位的 extend 用大一点的 q 块、三级流水：一块 K/V 读进来给 64 行 q 用，读下一块的同时
 # 算这一块（H200 上试过的十组里最快的，64 × 512 个 token 一层 0.48 ms，原来 0.88 ms；见第 19 章）
 EXTEND_TILES_CUDA = {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 3}
+
+
+def decode_tiles_cuda(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
+    """GPU 上 16 位的 decode：切几段、块多大、几个 warp、几级流水（H200 上按批大小试过，见 19 章）。
+
+    program 数是 ``bs × KV 头数 × 段数``。切段是为了让 program 够多（约 512 个，132 个 SM 每个
+    几个），请求少时一个请求切成多段（最多 16 段），一段读 64 个 token 的块、8 个 warp 一起算；
+    请求够多时不切，每个 program 用 2 个 warp，省下的线程留给别的 program 同时等显存。
+    段数要是 2 的幂：合并的 kernel 用 ``tl.arange`` 取各段。"""
+    wanted = min(16, max(1, 512 // (bs * num_kv_heads)))
+    splits = 1 << (wanted.bit_length() - 1)
+    if splits > 1:
+        return splits, {"BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
+    return 1, {"BLOCK_N": 32 if bs >= 128 else 64, "num_warps": 2, "num_stages": 2}
+
+
 # << ch19
-
-
 def _ieee(dtype: torch.dtype) -> bool:
     # float32 时要求 tl.dot 按 IEEE 算：默认的 TF32 只有 10 位尾数，和原生后端逐 token 比较会不一样
     return dtype == torch.float32
@@ -120,10 +136,10 @@ def decode_attention(
     group = num_q_heads // num_kv_heads
     # 局部结果用 float32 存：合并时要的是精度，这两块缓冲区也很小（bs × Hq × 段数）
     f32 = dict(dtype=torch.float32, device=q.device)
-    splits = NUM_SPLITS
+    splits, tiles = NUM_SPLITS, {"BLOCK_N": BLOCK_N}
     # >> ch19
-    if q.is_cuda and q.element_size() == 2 and bs >= 64:
-        splits = 2  # 请求多时网格已经够大，少切几段：H200 上 bs=256 一层快约 11 %（见第 19 章）
+    if q.is_cuda and q.element_size() == 2:
+        splits, tiles = decode_tiles_cuda(bs, num_kv_heads)
     # << ch19
     partial = torch.empty(bs, num_q_heads, splits, head_dim, **f32)
     lse = torch.empty(bs, num_q_heads, splits, **f32)
@@ -133,7 +149,7 @@ def decode_attention(
         partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
         1.0 / math.sqrt(head_dim),
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), D=head_dim,
-        BLOCK_N=BLOCK_N, NUM_SPLITS=splits, IEEE=_ieee(q.dtype),
+        NUM_SPLITS=splits, IEEE=_ieee(q.dtype), **tiles,
     )  # fmt: skip
     out = torch.empty_like(q) if out is None else out
     _decode_reduce_kernel[(bs, num_q_heads)](

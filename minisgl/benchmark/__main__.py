@@ -42,6 +42,9 @@ class Preset:
     decode_steps: int
     hf_decode_steps: int
     prefill_batch: int
+    # 离线的 LLM 一步最多算几个新 token（SchedulerConfig.max_extend_tokens，默认 8192）：大显存的
+    # GPU 上离线跑用 16384，和 vLLM 离线的 LLM 类、官方 mini-sglang 的离线基准一样；服务仍是默认值
+    max_extend_tokens: int
     online_clients: tuple[int, ...]
     online_rounds: int
     online_tokens: int
@@ -60,16 +63,17 @@ PRESETS = {
     "full": Preset(
         model="models/qwen3-0.6b-shape", dtype="bfloat16", requests=256, lengths=(100, 1024),
         hf_batch=64, decode_batches=(1, 8, 64, 256), context_len=512, decode_steps=64,
-        hf_decode_steps=8, prefill_batch=64, online_clients=(1, 8, 64), online_rounds=4,
-        online_tokens=128, online_chat_clients=64, client_processes=8, big_roof=True, runs=5,
-        hf_offline_runs=1, hf_compile_backend="inductor", hf_compiled_offline=False,
+        hf_decode_steps=8, prefill_batch=64, max_extend_tokens=16384, online_clients=(1, 8, 64),
+        online_rounds=4, online_tokens=128, online_chat_clients=64, client_processes=8,
+        big_roof=True, runs=5, hf_offline_runs=1, hf_compile_backend="inductor",
+        hf_compiled_offline=False,
     ),
     "quick": Preset(
         model="models/tiny-qwen3", dtype="float32", requests=16, lengths=(16, 64), hf_batch=8,
         decode_batches=(1, 8), context_len=64, decode_steps=8, hf_decode_steps=4,
-        prefill_batch=8, online_clients=(1, 4), online_rounds=2, online_tokens=16,
-        online_chat_clients=4, client_processes=1, big_roof=False, runs=3, hf_offline_runs=1,
-        hf_compile_backend="eager", hf_compiled_offline=True,
+        prefill_batch=8, max_extend_tokens=8192, online_clients=(1, 4), online_rounds=2,
+        online_tokens=16, online_chat_clients=4, client_processes=1, big_roof=False, runs=3,
+        hf_offline_runs=1, hf_compile_backend="eager", hf_compiled_offline=True,
     ),
 }  # fmt: skip
 
@@ -232,6 +236,7 @@ def run(
         "hf_offline_runs": p.hf_offline_runs,
         "decode_steps": p.decode_steps,
         "hf_decode_steps": p.hf_decode_steps,
+        "max_extend_tokens": p.max_extend_tokens,
     }
     results["peers"] = {}
     _log(t0, f"{results['meta']['device']}，模型 {model}（{p.dtype}，随机权重 {dummy}）")
@@ -260,7 +265,7 @@ def run(
 
     llm = LLM(
         model, device=device, dtype=dtype, dummy_weights=dummy, max_running_reqs=max_bs,
-        max_seq_len=2 * p.lengths[1], memory_fraction=0.6,
+        max_seq_len=2 * p.lengths[1], memory_fraction=0.6, max_extend_tokens=p.max_extend_tokens,
     )  # fmt: skip
     _bench_ours(p, llm, work, results, t0)
     llm.shutdown()

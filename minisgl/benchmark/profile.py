@@ -130,12 +130,13 @@ def host_timers(
 
 
 def run(model: str, dtype: str, prompt_len: int, prefill_batch: int, decode: tuple[int, ...],
-        decode_steps: int) -> dict[str, Any]:  # fmt: skip
+        decode_steps: int, max_extend_tokens: int) -> dict[str, Any]:  # fmt: skip
     device = pick_device()
     llm = LLM(
         model, device=device, dtype=dtype_from_str(dtype),
         dummy_weights=not has_weight_files(model), max_running_reqs=max(prefill_batch, *decode),
         max_seq_len=prompt_len + decode_steps + 8, memory_fraction=0.6,
+        max_extend_tokens=max_extend_tokens,
     )  # fmt: skip
 
     def generate(batch: int, tokens: int, seed: int) -> Callable[[], Any]:
@@ -186,8 +187,9 @@ def render(result: dict[str, Any]) -> str:
 
 
 PRESETS = {
-    "full": ("models/qwen3-0.6b-shape", "bfloat16", 512, 64, (1, 64), 128),
-    "quick": ("models/tiny-qwen3", "float32", 32, 4, (1, 4), 8),
+    # 最后一项是 max_extend_tokens，和基准测试的预设一样
+    "full": ("models/qwen3-0.6b-shape", "bfloat16", 512, 64, (1, 64), 128, 16384),
+    "quick": ("models/tiny-qwen3", "float32", 32, 4, (1, 4), 8, 8192),
 }
 
 

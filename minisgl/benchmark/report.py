@@ -246,6 +246,8 @@ def _notes(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
             f"离中位数最远的偏差；transformers 的离线负载量 {s['hf_offline_runs']} 次。",
             "",
         ]
+        if "max_extend_tokens" in s:  # 早先的结果没有这一项：那时是默认的 8192
+            out += [f"本书的离线一侧一步最多 prefill {s['max_extend_tokens']:,} 个新 token。", ""]
     for key, name in peers:
         if _error(r, key):
             out += [f"{name} 出错，没有跑完：`{_error(r, key)}`", ""]

@@ -2,11 +2,12 @@
 
 decode 时每步只有几个 token，``y = x @ W.T`` 的 x 只有几行：每个权重元素读进来只做 M 次乘加，
 算力用不到百分之一，时间全花在把 W 从显存读一遍上——这是受带宽限制的"瘦"矩阵乘。
-H200 上逐个形状量过（CUDA Graph 里、权重不在 L2 里，M=1）：输出宽的 qkv、gate_up，cuBLAS
-读得很快（1.7～2.0 TB/s，这么小的 kernel 里启动和收尾也算在内）；输出只有 1024 维、K 很长的
-o_proj（K=2048）和 down（K=3072），cuBLAS 沿 K 切开再多启动一个归约 kernel，只有
-0.33～0.94 TB/s，o_proj 一次 12.6 µs。这里的 kernel 在这两个形状上是 5.2 µs 和 6.1 µs，
-所以只给行并行的层（它们正是 o_proj、down）用。
+H200 上逐个形状量过（CUDA Graph 里、权重不在 L2 里）。M=1 时 cuBLAS 在输出宽的 qkv、gate_up
+上是 5.2 µs 和 6.1 µs（1.6～2.0 TB/s，这么小的 kernel 里启动和收尾也算在内）；输出只有 1024 维、
+K 很长的 o_proj（K=2048）和 down（K=3072），它沿 K 切开再多启动一个归约 kernel，只有
+0.33～0.85 TB/s，o_proj 一次 12.7 µs。这里的 kernel 在这四个形状上是 4.7、5.8、4.2、5.4 µs，
+所以 M=1 时四个投影都用它；M 是 2～16 时它只在输出窄、K 长的 o_proj、down 上更快
+（5.2、5.8 µs，cuBLAS 5.8、7.4 µs），qkv 打平、gate_up 慢一点，那两个仍交给 cuBLAS。
 
 这里的写法只为一件事：把 W 尽快地、恰好读一遍。
 
@@ -14,8 +15,8 @@ o_proj（K=2048）和 down（K=3072），cuBLAS 沿 K 切开再多启动一个�
   W 按行存放（``(N, K)``，K 方向连续），每次读 ``BLOCK_K`` 个相邻元素，是又宽又整齐的访存。
 - x 的全部 M 行每次和 W 的这一片一起读进寄存器，给 ``BLOCK_N`` 行 W 共用；x 很小，
   各个 program 重复读它都落在 L2 里。
-- program 要足够多，才能让 H200 的 132 个 SM 都有好几个 program 同时在等显存：N=1024 时
-  ``BLOCK_N=8`` 只有 128 个，于是再沿 K 切成 ``SPLIT_K`` 段，每段写一份 float32 的部分和，
+- program 要足够多，才能让 H200 的 132 个 SM 都有好几个 program 同时在等显存：M 大于 1 时
+  N=1024、``BLOCK_N=16`` 只有 64 个，于是再沿 K 切成 ``SPLIT_K`` 段，每段写一份 float32 的部分和，
   第二个 kernel 按固定的顺序把它们加起来。不用浮点的原子加：加法的顺序固定，每次运行
   结果逐位相同。
 - 累加一律在 float32 里做，最后（加上 bias）转回 x 的 dtype。
@@ -63,12 +64,16 @@ def _num_sms(device: torch.device) -> int:
 
 
 def pick_config(m: int, n: int, k: int, num_sms: int = 132) -> LinearConfig:
-    """按形状挑参数（H200 上逐形状试过，见第 19 章）：M=1 时每个 program 8 行 W、一次读 512 个
-    元素，逐元素乘加；M 更大时 32 行、256 个元素，用 tl.dot。program 不到 SM 数的 4 倍时沿 K
-    切到每段只剩一个 BLOCK_K——N=1024 的 o_proj、down 这样最快。"""
-    block_n, block_k = (8, 512) if m == 1 else (32, 256)
-    split = 1 if triton.cdiv(n, block_n) >= 4 * num_sms else max(1, k // block_k)
-    return LinearConfig(block_n, block_k, split, num_warps=4, num_stages=1, dot=m > 1)
+    """按形状挑参数（H200 上在 CUDA Graph 里逐形状试过，见第 19 章）。
+
+    M=1：每个 program 只管 4 行 W、一次读 1024 个元素，2 个 warp，逐元素乘加，不切 K——program
+    多（N=1024 时 256 个），每个都很轻，四个投影都比 cuBLAS 快。M 更大时每个 program 16 行、
+    256 个元素，用 ``tl.dot``，3 级流水；program 不到 SM 数的 4 倍时沿 K 最多切 4 段。"""
+    if m == 1:
+        return LinearConfig(block_n=4, block_k=1024, split_k=1, num_warps=2, num_stages=1)
+    block_n, block_k = 16, 256
+    split = 1 if triton.cdiv(n, block_n) >= 4 * num_sms else min(4, max(1, k // block_k))
+    return LinearConfig(block_n, block_k, split, num_warps=2, num_stages=3, dot=True)
 
 
 @triton.jit(do_not_specialize=["M"])
