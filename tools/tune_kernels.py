@@ -19,6 +19,7 @@ kernel 之间的间隙。先在一个进程池里把所有组合编译一遍（�
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import math
@@ -156,15 +157,35 @@ def _compile(job: tuple[str, Any]) -> str | None:
         return f"{kind} {args}: {type(e).__name__}: {str(e)[:160]}"
 
 
-def _time_linear(
-    x: torch.Tensor, weights: list[torch.Tensor], config: triton_linear.LinearConfig | None
-) -> float:
-    """``x`` 依次乘每一份权重；``config`` 为 None 时是 cuBLAS（``F.linear``）。"""
-    if config is None:
+def _time_attention(layers: list[tuple[torch.Tensor, ...]], row: dict[str, Any]) -> float:
+    """每层的输入依次做一次 decode 注意力；``row`` 是段数加上 tiles。"""
+    tiles = {key: value for key, value in row.items() if key != "splits"}
+    with decode_tiles(row["splits"], tiles):
+        return graph_time_us([lambda t=t: triton_attn.decode_attention(*t) for t in layers])
+
+
+def _time_linear(x: torch.Tensor, weights: list[torch.Tensor], row: dict[str, Any] | None) -> float:
+    """``x`` 依次乘每一份权重；``row`` 是 ``LinearConfig`` 的字段，None 时是 cuBLAS。"""
+    if row is None:
         return graph_time_us([lambda w=w: F.linear(x, w) for w in weights])
+    config = triton_linear.LinearConfig(**row)
     return graph_time_us(
         [lambda w=w: triton_linear.linear_small_m(x, w, config=config) for w in weights]
     )
+
+
+def _rank(
+    chosen: dict[str, Any], candidates: list[dict[str, Any]], time_us: Callable[[Any], float]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """给包里现在的选择和每个候选计时，返回（带时间的现在的选择，候选按时间从快到慢）。现在的选择
+    必须能跑；候选里编译时就出错的组合（共享内存放不下之类）不进结果。"""
+    timed = []
+    for row in candidates:
+        try:
+            timed.append({**row, "us": time_us(row)})
+        except Exception:  # noqa: BLE001
+            continue
+    return {**chosen, "us": time_us(chosen)}, sorted(timed, key=lambda r: r["us"])
 
 
 def tune(batch_sizes: list[int], ms: list[int], workers: int) -> dict[str, Any]:
@@ -182,16 +203,10 @@ def tune(batch_sizes: list[int], ms: list[int], workers: int) -> dict[str, Any]:
     for bs in batch_sizes:
         layers = [attention_inputs(bs, CONTEXT, HKV, HEAD_DIM, torch.bfloat16, "cuda", seed, False)
                   for seed in range(LAYERS)]  # fmt: skip
-        rows = []
-        for splits, tiles in [triton_attn.decode_tiles_cuda(bs, HKV), *attention_configs(bs)]:
-            with decode_tiles(splits, tiles):
-                try:
-                    us = graph_time_us([lambda t=t: triton_attn.decode_attention(*t)
-                                        for t in layers])  # fmt: skip
-                except Exception:  # noqa: BLE001 —— 编译时就出错的组合
-                    continue
-            rows.append({"splits": splits, **tiles, "us": us})
-        chosen, rows = rows[0], sorted(rows[1:], key=lambda r: r["us"])
+        splits, tiles = triton_attn.decode_tiles_cuda(bs, HKV)
+        chosen, rows = _rank({"splits": splits, **tiles},
+                             [{"splits": s, **t} for s, t in attention_configs(bs)],
+                             functools.partial(_time_attention, layers))  # fmt: skip
         kv_bytes = 2 * bs * CONTEXT * HKV * HEAD_DIM * 2
         print(f"decode 注意力 batch {bs}：decode_tiles_cuda {chosen['us']:.2f} µs，最快 {rows[0]}，"
               f"{kv_bytes / rows[0]['us'] / 1e6:.2f} TB/s")  # fmt: skip
@@ -205,13 +220,11 @@ def tune(batch_sizes: list[int], ms: list[int], workers: int) -> dict[str, Any]:
             ]
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             cublas = _time_linear(x, weights, None)
-            rows = []
-            for config in [triton_linear.pick_config(m, n, k), *linear_configs(m)]:
-                try:
-                    rows.append({**config._asdict(), "us": _time_linear(x, weights, config)})
-                except Exception:  # noqa: BLE001 —— 编译时就出错的组合
-                    continue
-            chosen, rows = rows[0], sorted(rows[1:], key=lambda r: r["us"])
+            chosen, rows = _rank(
+                triton_linear.pick_config(m, n, k)._asdict(),
+                [c._asdict() for c in linear_configs(m)],
+                functools.partial(_time_linear, x, weights),
+            )
             print(f"线性层 M={m} {name}：cuBLAS {cublas:.2f} µs，pick_config {chosen['us']:.2f}，"
                   f"最快 {rows[0]}")  # fmt: skip
             result["linear"].append({"m": m, "name": name, "n": n, "k": k, "cublas_us": cublas,
