@@ -160,7 +160,10 @@ def test_graph_hooks_pad_with_one_slot_requests() -> None:
         Req(torch.arange(n, dtype=torch.int32), table_idx=i, cached_len=n - 1)
         for i, n in [(3, 7), (1, 2)]
     ]
-    backend.fill_graph_metadata(meta, Batch(reqs, "decode"), padded_bs=4, dummy_slot=0)
+    batch = Batch(reqs, "decode")
+    # 引擎里 positions 在重放之前就填好了（prepare_batch 或调度器）：长度由它加 1 得到
+    batch.positions = torch.tensor([6, 1], dtype=torch.int32, device=backend.page_table.device)
+    backend.fill_graph_metadata(meta, batch, padded_bs=4, dummy_slot=0)
     assert meta.rows[:4].tolist() == [3, 1, 0, 0]
     assert meta.kv_lens[:4].tolist() == [7, 2, 1, 1]  # 补齐的两行：第 0 行的 1 个槽位
     assert meta.get_last_indices(4).tolist() == [0, 1, 2, 3]

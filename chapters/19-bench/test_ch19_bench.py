@@ -114,7 +114,7 @@ def test_decode_pages_take_one_copy_whatever_the_batch(page_table_copies: list[i
     manager.allocate = lambda n: allocations.append(n) or allocate(n)  # type: ignore[method-assign]
     reqs = _requests(random.Random(0))
     manager.ensure_decode_pages(reqs)  # 8 个请求都要页
-    assert calls == [3 * sum(r.device_len for r in reqs)]  # 行、列、槽位拼在一起，一次拷完
+    assert calls == [2 * sum(r.device_len for r in reqs)]  # 格子和槽位拼在一起，一次拷完
     assert len(allocations) == 1  # 缺的页一次分配
     calls.clear()
     manager.ensure_decode_pages(reqs)  # 都已经够了：一次也不拷

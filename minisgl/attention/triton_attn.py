@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from minisgl.utils.device import to_device, use_triton_interpreter_unless_cuda
+from minisgl.utils.device import pin_memory, to_device, use_triton_interpreter_unless_cuda
 
 from .base import BaseAttnBackend, BaseAttnMetadata
 
@@ -244,18 +244,17 @@ class TritonAttnBackend(BaseAttnBackend):
     def fill_graph_metadata(
         self, meta: TritonAttnMetadata, batch: Batch, padded_bs: int, dummy_slot: int
     ) -> None:
-        """只拷两个 ``(bs,)`` 的小张量（原生后端要拷整行页表）。补齐的假请求读第 0 行的 1 个槽位：
-        读什么都无所谓，它的输出会被丢掉，只要地址合法。"""
+        """只写两个 ``(bs,)`` 的小张量（原生后端要拷整行页表）。行号从锁页内存直接拷进图的缓冲区；
+        长度不用再拷：decode 的位置是 ``device_len - 1``，已经在设备上，加 1 就是。主机上每个
+        小算子、每次小拷贝都要十几到几十微秒，batch 1 时每一步也要走这里。补齐的假请求读第 0 行的
+        1 个槽位：读什么都无所谓，它的输出会被丢掉，只要地址合法。"""
         bs = batch.size
-        host = torch.tensor(
-            [r.table_idx for r in batch.reqs] + [r.device_len for r in batch.reqs],
-            dtype=torch.int32,
-        )
-        dev = to_device(host, self.page_table.device)
-        meta.rows[:bs].copy_(dev[:bs])
-        meta.kv_lens[:bs].copy_(dev[bs:])
-        meta.rows[bs:padded_bs].fill_(0)
-        meta.kv_lens[bs:padded_bs].fill_(1)
+        rows = torch.tensor([r.table_idx for r in batch.reqs], dtype=torch.int32)
+        meta.rows[:bs].copy_(pin_memory(rows, self.page_table.device), non_blocking=True)
+        torch.add(batch.positions, 1, out=meta.kv_lens[:bs])
+        if padded_bs > bs:
+            meta.rows[bs:padded_bs].fill_(0)
+            meta.kv_lens[bs:padded_bs].fill_(1)
 
     def reset_graph_metadata(self, meta: TritonAttnMetadata, bs: int, dummy_slot: int) -> None:
         """捕获之前：前 ``bs`` 行都是只看 1 个槽位的假请求。"""

@@ -108,9 +108,10 @@ class GraphRunner:
         self.input_ids[:bs].copy_(batch.input_ids)
         self.positions[:bs].copy_(batch.positions)
         self.out_loc[:bs].copy_(batch.out_loc)
-        self.input_ids[bs:padded_bs].fill_(0)
-        self.positions[bs:padded_bs].fill_(0)
-        self.out_loc[bs:padded_bs].fill_(self.dummy_slot)
+        if padded_bs > bs:  # 空切片上的 fill_ 也要在主机上花几微秒：batch 正好是一档时不调
+            self.input_ids[bs:padded_bs].fill_(0)
+            self.positions[bs:padded_bs].fill_(0)
+            self.out_loc[bs:padded_bs].fill_(self.dummy_slot)
         self.ctx.attn_backend.fill_graph_metadata(  # type: ignore[attr-defined]
             self.meta, batch, padded_bs, self.dummy_slot
         )

@@ -307,12 +307,12 @@ class Scheduler:
         # ~ prepare_batch(batch, self.engine.page_table)
         # ~~
         # >> ch11
-        # 每个请求在页表里的行：decode 的输入从这几行取，采样出的 token 也写回这几行（拷到设备一次）
-        rows = torch.tensor([r.table_idx for r in batch.reqs], dtype=torch.int64)
-        rows = to_device(rows, self.device)
+        # rows：每个请求在页表里的行（在设备上）。采样出的 token 写回 last_token 的这几行
         if batch.is_decode:  # 上一步采样的 token 也许还没拷回主机：输入从设备上的 last_token 取
-            self._prepare_decode(batch, rows)
+            rows = self._prepare_decode(batch)
         else:  # prefill 的输入是提示，主机上早就有
+            rows = torch.tensor([r.table_idx for r in batch.reqs], dtype=torch.int32)
+            rows = to_device(rows, self.device)
             prepare_batch(batch, self.engine.page_table)
         # << ch11
         next_tokens = self.engine.forward_batch(batch)
@@ -357,15 +357,21 @@ class Scheduler:
         )
 
     # >> ch11
-    def _prepare_decode(self, batch: Batch, rows: torch.Tensor) -> None:
+    def _prepare_decode(self, batch: Batch) -> torch.Tensor:
         """decode 批次的三个输入张量，全在设备上得到：每个请求 1 个 token，位置 device_len - 1。
-        ``rows`` 是这些请求在页表里的行（已经在设备上）。"""
-        pos = torch.tensor([r.device_len - 1 for r in batch.reqs], dtype=torch.int64)
+        返回这些请求在页表里的行（在设备上）。"""
+        reqs = batch.reqs
+        # 行号和位置拼在一起，一次拷到设备（每一次小拷贝在主机上都要十几到几十微秒）。
         # 锁页 + 异步拷贝：普通的 .to(device) 要等流上排着的前向都算完，重叠就白做了
-        pos = to_device(pos, self.device)
+        host = torch.tensor(
+            [r.table_idx for r in reqs] + [r.device_len - 1 for r in reqs], dtype=torch.int32
+        )
+        both = to_device(host, self.device)
+        rows, pos = both[: len(reqs)], both[len(reqs) :]
         batch.input_ids = self.last_token[rows]
-        batch.positions = pos.to(torch.int32)
+        batch.positions = pos
         batch.out_loc = self.engine.page_table[rows, pos]
+        return rows
 
     # << ch11
     def process(self, output: ForwardOutput) -> list[TokenOutput]:
