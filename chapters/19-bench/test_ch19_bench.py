@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import random
@@ -280,6 +281,36 @@ def test_hf_decode_step_times_leave_out_prefill(
     assert len(calls) == 5  # prefill 一次，decode 四次
 
 
+def test_prefill_samples_carry_their_notes(tiny_model: Path) -> None:
+    """prefill 的每一次都带着 ``sample_notes``：这一次调度器走了几步（只 prefill，生成 1 个 token
+    不 decode）、垃圾回收、分配器重试。``with`` 块里手动回收一次，计数就看得到它。"""
+    llm = _tiny_llm(tiny_model, overlap=True, max_extend_tokens=16)
+    result = offline.prefill_throughput(llm, 2, 12, runs=3)
+    assert len(result["notes"]) == 3  # 预热那次不算
+    for note in result["notes"]:
+        assert note["steps"] == {"prefill_steps": 2, "decode_steps": 0, "retracted": 0}
+        assert note["alloc_retries"] == 0 and note["gc_longest_ms"] >= 0
+    with offline.sample_notes(llm) as note:
+        gc.collect()
+    assert note["gc_pauses"] >= 1 and note["gc_longest_ms"] > 0
+    llm.shutdown()
+
+
+def test_report_names_the_slow_samples() -> None:
+    """比中位数慢一倍以上的那几次，报告里列出它们的记录，再附上最快的一次。"""
+    quiet = {"steps": {"prefill_steps": 2}, "gc_pauses": 0, "gc_longest_ms": 0.0,
+             "alloc_retries": 0}  # fmt: skip
+    loud = {**quiet, "gc_pauses": 3, "gc_longest_ms": 412.5}
+    stats = summarize([390e3, 64e3, 386e3])
+    stats["notes"] = [quiet, loud, quiet]
+    r = {**SAMPLE, "prefill": {**SAMPLE["prefill"], "ours_tokens_per_s": stats}}
+    text = render_markdown(r)
+    assert "第 2 次只有 64,000：prefill 2 步" in text
+    assert "垃圾回收 3 次（最长 412.5 毫秒）" in text and "最快的第 1 次" in text
+    stats["samples"] = [390e3, 380e3, 386e3]
+    assert "只有" not in render_markdown(r)
+
+
 def test_report_tables_and_plots(tmp_path: Path) -> None:
     """早先的 JSON：每项只有一个数、只有一种 transformers（提交的 results.h200.json 就是这样）。"""
     path = tmp_path / "r.json"
@@ -377,6 +408,8 @@ def test_quick_benchmark_end_to_end(tmp_path: Path) -> None:
         assert x["tokens_per_s"]["min"] > 0
         assert _is_stats(r["prefill"][f"{key}_tokens_per_s"], quick.runs)
     assert 0 < r["offline"]["floor_s"] < r["offline"]["ours"]["seconds"]["min"]
+    notes = r["prefill"]["ours_tokens_per_s"]["notes"]  # 每一次 prefill 都带着自己的记录
+    assert len(notes) == quick.runs and all(n["steps"]["decode_steps"] == 0 for n in notes)
     assert [d["batch_size"] for d in r["decode"]] == [1, 8]
     for d in r["decode"]:  # 每一步直接计时：都是正数（不查快慢）
         assert d["floor_ms"] > 0 and d["timing"] == "per_step"

@@ -11,10 +11,12 @@ prefill 不在任何一个间隔里。
 
 from __future__ import annotations
 
+import gc
 import random
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +40,7 @@ __all__ = [
     "prefill_throughput",
     "repeat",
     "run_hf",
+    "sample_notes",
     "run_ours",
     "summarize",
     "timed",
@@ -127,6 +130,49 @@ def repeat(
     return summarize([measure(i) for i in range(1, runs + 1)])
 
 
+def _alloc_retries(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 0
+    return int(torch.cuda.memory_stats(device).get("num_alloc_retries", 0))
+
+
+@contextmanager
+def sample_notes(llm: LLM) -> Iterator[dict[str, Any]]:
+    """量一次的同时记下几件可能让这一次变慢的事，``with`` 块结束时填进产出的字典：
+
+    - ``steps``：调度器这一次走了几步 prefill、几步 decode，退回了几个请求；
+    - ``gc_pauses``、``gc_longest_ms``：Python 的垃圾回收停下来几次、最长的一次多少毫秒；
+    - ``alloc_retries``：CUDA 的缓存分配器因为显存不够、把缓存还给驱动再重试了几次。
+
+    偶尔有一次慢得离谱时（H200 上 prefill 的五次里曾有一次慢了 6 倍），拿它和别的几次对照。"""
+    scheduler = llm.scheduler
+    before = dict(scheduler.stats)
+    retries = _alloc_retries(scheduler.engine.device)
+    starts: list[float] = []
+    pauses: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            starts.append(time.perf_counter())
+        elif starts:
+            pauses.append(time.perf_counter() - starts.pop())
+
+    notes: dict[str, Any] = {}
+    gc.callbacks.append(on_gc)
+    try:
+        yield notes
+    finally:
+        gc.callbacks.remove(on_gc)
+    notes["steps"] = {
+        key: scheduler.stats[key] - before[key]
+        for key in ("prefill_steps", "decode_steps", "retracted")
+        if key in before
+    }
+    notes["gc_pauses"] = len(pauses)
+    notes["gc_longest_ms"] = 1000 * max(pauses, default=0.0)
+    notes["alloc_retries"] = _alloc_retries(scheduler.engine.device) - retries
+
+
 def _params(output_lens: Sequence[int]) -> list[SamplingParams]:
     return [SamplingParams(max_tokens=n, ignore_eos=True) for n in output_lens]
 
@@ -210,16 +256,21 @@ def decode_latency(
 def prefill_throughput(
     llm: LLM, batch_size: int, context_len: int, runs: int, seed: int = 2
 ) -> dict[str, Any]:
-    """只做 prefill（生成 1 个 token）时每秒处理的提示 token 数。"""
+    """只做 prefill（生成 1 个 token）时每秒处理的提示 token 数。每一次的 ``sample_notes``
+    按次序放在 ``notes`` 里（预热的那次不算）。"""
     device = llm.scheduler.engine.device
+    notes: list[dict[str, Any]] = []
 
     def once(i: int) -> float:
         w = make_workload(batch_size, (context_len, context_len), (1, 1), seed=seed + 1000 * i)
-        return w.input_tokens / timed(
-            device, lambda: llm.generate(w.prompts, _params([1] * batch_size))
-        )
+        with sample_notes(llm) as note:
+            seconds = timed(device, lambda: llm.generate(w.prompts, _params([1] * batch_size)))
+        notes.append(note)
+        return w.input_tokens / seconds
 
-    return repeat(once, runs)
+    result = repeat(once, runs)
+    result["notes"] = notes[1:]
+    return result
 
 
 # ---------------------------------------------------------------- transformers

@@ -173,7 +173,29 @@ def _prefill(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
         rows.append([name, _fmt(x, ",.0f"), _ratio(ours, x), _share(median(x), roof)])
     if roof:
         rows.append(["屋顶线上限", f"{roof:,.0f}", "—", "100 %"])
-    return out + _table(["", "提示 token/s", "本书是它的几倍", "实测 / 上限"], rows)
+    return out + _table(["", "提示 token/s", "本书是它的几倍", "实测 / 上限"], rows) + _slow(ours)
+
+
+def _note(note: dict[str, Any]) -> str:
+    steps = note["steps"]
+    return (
+        f"prefill {steps.get('prefill_steps', 0)} 步、decode {steps.get('decode_steps', 0)} 步、"
+        f"退回 {steps.get('retracted', 0)} 个请求，垃圾回收 {note['gc_pauses']} 次"
+        f"（最长 {note['gc_longest_ms']:.1f} 毫秒），分配器重试 {note['alloc_retries']} 次"
+    )
+
+
+def _slow(x: dict[str, Any]) -> list[str]:
+    """比中位数慢一倍以上的那几次：和它们一起记下的 ``sample_notes``，再附上最快的一次作对照。"""
+    if not isinstance(x, dict) or len(x.get("notes", ())) != len(x["samples"]):
+        return []  # 早先的结果只有一个数，或者没有记录
+    notes, samples = x["notes"], x["samples"]
+    slow = [i for i, v in enumerate(samples) if v < x["median"] / 2]
+    if not slow:
+        return []
+    fastest = max(range(len(samples)), key=samples.__getitem__)
+    out = [f"第 {i + 1} 次只有 {samples[i]:,.0f}：{_note(notes[i])}。" for i in slow]
+    return out + [f"最快的第 {fastest + 1} 次：{_note(notes[fastest])}。", ""]
 
 
 def _latency_cells(x: dict[str, Any]) -> list[str]:
