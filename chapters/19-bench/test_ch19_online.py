@@ -37,3 +37,14 @@ def test_chat_clients_over_processes(base: str) -> None:
     row = online.run_chat_clients(base, CLIENTS, 1, 4, TOKENS, False, processes=2)
     assert row["requests"] == CLIENTS and row["client_processes"] == 2
     assert row["tokens_read"]["min"] >= TOKENS
+    # 不带 max_tokens：客户端读够了就关掉流，服务在那之前采样的一个不少，之后的白算
+    assert row["tokens_sampled"] >= CLIENTS * row["tokens_read"]["min"]
+
+
+def test_chat_with_max_tokens_samples_exactly_what_is_read(base: str) -> None:
+    """带 ``max_tokens`` 时服务恰好采样这么多（prefill 出第 1 个，之后每步 1 个），一个不多：
+    ``tokens_sampled`` 读的是调度器闲下来以后的计数器（``/metrics`` 的
+    ``minisgl_tokens_sampled_total``）。"""
+    row = online.run_chat_clients(base, CLIENTS, ROUNDS, 4, TOKENS, True)
+    assert row["tokens_read"] == {"min": TOKENS, "max": TOKENS}
+    assert row["tokens_sampled"] == CLIENTS * ROUNDS * TOKENS

@@ -30,7 +30,14 @@ from typing import Any
 
 from minisgl.server.launch import start_background_server
 
-__all__ = ["peak_metrics", "percentile", "run_chat_clients", "run_clients", "serve"]
+__all__ = [
+    "peak_metrics",
+    "percentile",
+    "run_chat_clients",
+    "run_clients",
+    "sampled_when_idle",
+    "serve",
+]
 
 Sample = tuple[float, float, int, float]  # TTFT、TPOT、输出（读到）的 token 数、总用时
 
@@ -219,33 +226,58 @@ def _client(base: str) -> Any:
     return OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0, timeout=600)
 
 
+def _warm_up(base: str, spec: RequestSpec) -> None:
+    """同一种请求先发一个小的（4 个 token）：第一次请求的开销不算进测量。"""
+    _requester(_client(base), (spec[0], 4, *spec[2:]))("warm up")
+
+
 def _run(
     base: str, clients: int, rounds: int, prompt_words: int, spec: RequestSpec, processes: int
 ) -> tuple[list[Sample], float]:
-    """先发一个小请求预热，再让 ``clients`` 个客户端在本进程（``processes`` 为 1）或者分到
-    ``processes`` 个子进程里跑。"""
-    client = _client(base)
-    _requester(client, (spec[0], 4, *spec[2:]))("warm up")
+    """让 ``clients`` 个客户端在本进程（``processes`` 为 1）或者分到 ``processes`` 个子进程里跑。"""
     if processes > 1:
         return _run_processes(base, clients, rounds, prompt_words, spec, processes)
-    return _run_pool(clients, rounds, prompt_words, _requester(client, spec))
+    return _run_pool(clients, rounds, prompt_words, _requester(_client(base), spec))
 
 
 def run_clients(
     base: str, clients: int, rounds: int, prompt_words: int, max_tokens: int, processes: int = 1
 ) -> dict[str, Any]:
     """补全接口，每个请求 ``max_tokens`` 个 token；客户端分到 ``processes`` 个进程里。"""
-    results, wall = _run(base, clients, rounds, prompt_words, ("text", max_tokens), processes)
+    spec: RequestSpec = ("text", max_tokens)
+    _warm_up(base, spec)
+    results, wall = _run(base, clients, rounds, prompt_words, spec, processes)
     return {**_summary(clients, results, wall), "client_processes": processes}
 
 
 _GAUGE = re.compile(r"^minisgl_(running|waiting)_requests (\S+)$", re.MULTILINE)
+_SAMPLED = re.compile(r"^minisgl_tokens_sampled_total (\S+)$", re.MULTILINE)
+
+
+def _read_metrics(base: str) -> str:
+    with urllib.request.urlopen(f"{base}/metrics", timeout=5) as resp:
+        return resp.read().decode()
 
 
 def _read_gauges(base: str) -> dict[str, float]:
-    with urllib.request.urlopen(f"{base}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    return {name: float(value) for name, value in _GAUGE.findall(text)}
+    return {name: float(value) for name, value in _GAUGE.findall(_read_metrics(base))}
+
+
+def sampled_when_idle(base: str, timeout: float = 60.0) -> int:
+    """调度器闲下来（没有在跑的请求）以后，它一共采样过的 token 数。变成空闲时调度器一定报一次账，
+    这时读到的数不会再变；客户端都走了、服务却一直闲不下来，是个错误。"""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = _read_metrics(base)
+        gauges = {name: float(value) for name, value in _GAUGE.findall(text)}
+        if gauges.get("running") == 0:
+            found = _SAMPLED.search(text)
+            if found is None:
+                raise RuntimeError("the server reports no minisgl_tokens_sampled_total")
+            return int(float(found.group(1)))
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server still runs {gauges.get('running')} requests")
+        time.sleep(0.05)
 
 
 @contextmanager
@@ -285,10 +317,14 @@ def run_chat_clients(
 ) -> dict[str, Any]:
     """对话接口：每个请求读 ``tokens`` 个 token，带或不带 ``max_tokens``（``_chat_request``）。
     除了 ``run_clients`` 的各项，还有每个请求读到的 token 数的范围、同时在跑和在排队的请求数的
-    峰值（读自 ``/metrics``）。"""
-    spec = ("chat", tokens, send_max_tokens)
+    峰值，以及这一轮里服务一共采样了几个 token（都读自 ``/metrics``）：不带 ``max_tokens`` 时，
+    客户端关掉流以后、服务中止请求以前，采样出的 token 没有人读。"""
+    spec: RequestSpec = ("chat", tokens, send_max_tokens)
+    _warm_up(base, spec)
+    before = sampled_when_idle(base)  # 预热之后：预热的请求不算
     with peak_metrics(base) as peak:
         results, wall = _run(base, clients, rounds, prompt_words, spec, processes)
+    sampled = sampled_when_idle(base) - before
     read = [r[2] for r in results]
     return {
         **_summary(clients, results, wall),
@@ -297,6 +333,7 @@ def run_chat_clients(
         "tokens_read": {"min": min(read), "max": max(read)},
         "peak_running": int(peak.get("running", 0)),
         "peak_waiting": int(peak.get("waiting", 0)),
+        "tokens_sampled": sampled,
     }
 
 

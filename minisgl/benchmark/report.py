@@ -242,6 +242,7 @@ def _chat(chat: list[dict[str, Any]], tokens: int) -> list[str]:
         "整段预留，256 是第 17 章的乐观接纳）",
         "",
     ]
+    sampled = any("tokens_sampled" in x for x in chat)  # 早先的结果没有这一项
     rows = []
     for x in chat:
         read = x["tokens_read"]
@@ -254,8 +255,11 @@ def _chat(chat: list[dict[str, Any]], tokens: int) -> list[str]:
             str(x["peak_running"]), str(x["peak_waiting"]),
             str(read["min"]) if read["min"] == read["max"] else f"{read['min']}～{read['max']}",
         ])  # fmt: skip
+        if sampled:  # 不带 max_tokens 时，客户端走了、服务还没中止的那几步白算了
+            rows[-1].append(f"{x['tokens_sampled'] / (x['requests'] * read['min']):.2f}")
     header = ["", "输出 token/s", "TTFT p50 / p99（毫秒）", "TPOT p50 / p99（毫秒）"]
-    return out + _table(header + ["同时在跑（峰值）", "排队（峰值）", "每个请求读到的 token"], rows)
+    header += ["同时在跑（峰值）", "排队（峰值）", "每个请求读到的 token"]
+    return out + _table(header + (["服务采样的 / 读到的"] if sampled else []), rows)
 
 
 def _notes(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:

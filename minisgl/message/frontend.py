@@ -67,6 +67,9 @@ class SchedulerStats(BaseFrontendMsg):
     # >> ch17
     retracted: int = 0  # 开服以来，decode 缺页时退回等待队列的次数（第 17 章）
     # << ch17
+    # >> ch19
+    sampled: int = 0  # 开服以来采样出的 token 数：GPU 真正算过的，客户端不一定都收到（第 19 章）
+    # << ch19
 
 
 __all__ += ["SchedulerStats"]

@@ -111,6 +111,9 @@ class Scheduler:
         # >> ch17
         self.stats["retracted"] = 0  # decode 缺页时退回等待队列的次数
         # << ch17
+        # >> ch19
+        self.stats["sampled"] = 0  # 采样出的 token 数（分块中的请求那一行不算）
+        # << ch19
         # >> ch11
         # 重叠调度：前向放在自己的流上，处理结果晚一步。上一步发出去、还没处理的前向在 in_flight
         self.overlap = not ENV.DISABLE_OVERLAP_SCHEDULING
@@ -340,6 +343,9 @@ class Scheduler:
         self.stats[f"{key}_steps"] += 1
         if batch.is_prefill:
             self.stats["prefill_tokens"] += num_tokens
+        # >> ch19
+        self.stats["sampled"] += len(batch.reqs) - len(chunked)
+        # << ch19
         # >> ch11
         if self.overlap:  # 结果下一步才处理：拷到锁页内存里，拷贝才真的是异步的
             host = pin_memory(torch.empty(next_tokens.shape, dtype=next_tokens.dtype), self.device)

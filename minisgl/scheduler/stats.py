@@ -36,6 +36,9 @@ def snapshot(scheduler: Scheduler) -> SchedulerStats:
         # >> ch17
         retracted=scheduler.stats["retracted"],
         # << ch17
+        # >> ch19
+        sampled=scheduler.stats["sampled"],
+        # << ch19
     )
 
 

@@ -77,6 +77,12 @@ _SCHEDULER_METRICS = {
     # >> ch17
     "retracted": ("requests_retracted_total", "decode 缺页时退回等待队列（以后重算）的次数。"),
     # << ch17
+    # >> ch19
+    "sampled": (
+        "tokens_sampled_total",
+        "调度器采样出的 token 数，包括客户端已经断开、还没来得及中止的请求的。",
+    ),
+    # << ch19
 }
 
 
