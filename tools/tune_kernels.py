@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import functools
 import itertools
-import json
 import math
 import multiprocessing
 import time
@@ -33,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from minisgl.attention import triton_attn  # 先导入它：没有 GPU 时它打开 Triton 的解释器
+from minisgl.benchmark import save_results
 from minisgl.kernel import triton_linear
 
 HQ, HKV, HEAD_DIM, LAYERS = 16, 8, 128, 28  # Qwen3-0.6B 的注意力形状和层数
@@ -279,8 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"batch sizes must be among {sorted(ATTN_SPLITS)}, got {sorted(unknown)}")
     result = tune(ns.batch_sizes, ns.m, ns.workers)
     if ns.out:
-        with open(ns.out, "w", encoding="utf-8") as f:
-            json.dump(result, f, ensure_ascii=False, indent=1)
+        save_results(result, ns.out)
     return 0
 
 

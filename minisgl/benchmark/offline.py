@@ -40,8 +40,8 @@ __all__ = [
     "prefill_throughput",
     "repeat",
     "run_hf",
-    "sample_notes",
     "run_ours",
+    "sample_notes",
     "summarize",
     "timed",
 ]

@@ -259,8 +259,12 @@ def _read_metrics(base: str) -> str:
         return resp.read().decode()
 
 
+def _gauges(text: str) -> dict[str, float]:
+    return {name: float(value) for name, value in _GAUGE.findall(text)}
+
+
 def _read_gauges(base: str) -> dict[str, float]:
-    return {name: float(value) for name, value in _GAUGE.findall(_read_metrics(base))}
+    return _gauges(_read_metrics(base))
 
 
 def sampled_when_idle(base: str, timeout: float = 60.0) -> int:
@@ -269,7 +273,7 @@ def sampled_when_idle(base: str, timeout: float = 60.0) -> int:
     deadline = time.monotonic() + timeout
     while True:
         text = _read_metrics(base)
-        gauges = {name: float(value) for name, value in _GAUGE.findall(text)}
+        gauges = _gauges(text)
         if gauges.get("running") == 0:
             found = _SAMPLED.search(text)
             if found is None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -35,6 +34,7 @@ from minisgl.scheduler.cache import CacheManager
 from minisgl.utils import dtype_from_str, pick_device, synchronize
 
 from .offline import make_workload
+from .report import save_results
 
 __all__ = ["HOST_STEPS", "busy_time_us", "host_timers", "profile_region", "run"]
 
@@ -201,8 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     result = run(*PRESETS[ns.preset])
     print(render(result))
     if ns.out:
-        with open(ns.out, "w", encoding="utf-8") as f:
-            json.dump(result, f, ensure_ascii=False, indent=1)
+        save_results(result, ns.out)
     return 0
 
 
