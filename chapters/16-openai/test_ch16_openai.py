@@ -280,6 +280,29 @@ def test_request_validation(body: dict[str, Any], param: str) -> None:
         CompletionRequest.model_validate({"prompt": "hi", "messages": [{"role": "user"}]})
 
 
+def test_stats_are_reported_when_work_starts_and_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """调度器报账：忙着的时候限频，刚忙起来、刚闲下来都不限频（``force``）。一批请求在一个
+    限频间隔里就跑完时，``/metrics`` 上也不会只剩开始之前那份"空闲"。"""
+    from minisgl.scheduler import Scheduler
+    from minisgl.server.launch import ServingScheduler
+
+    work = [False, True, True, True, False, False]  # 每一步之后有没有活
+    forced: list[bool] = []
+
+    class Recorder:
+        def publish(self, scheduler: Any, force: bool = False) -> None:
+            forced.append(force)
+
+    monkeypatch.setattr(Scheduler, "step", lambda self: [])
+    monkeypatch.setattr(ServingScheduler, "has_work", property(lambda self: work[len(forced)]))
+    monkeypatch.setattr(ServingScheduler, "report_kv", lambda self, when: None)
+    scheduler = object.__new__(ServingScheduler)
+    scheduler.publisher = Recorder()  # type: ignore[assignment]
+    for _ in work:
+        scheduler.step()
+    assert forced == [True, True, False, False, True, True]
+
+
 # ---------------------------------------------------------------- 真的服务
 
 

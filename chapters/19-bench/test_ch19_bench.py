@@ -379,6 +379,25 @@ def test_report_with_spread_and_two_peers() -> None:
     ET.fromstring(render_plots(r))
 
 
+def test_report_divides_sampled_by_tokens_read() -> None:
+    """报表的"服务采样的 / 读到的"一列：分母是各请求读到的 token 之和（片段里可能多带
+    几个）；早先的结果没有这个和，按请求数 × 最少读到的算。"""
+    r = json.loads(json.dumps(SAMPLE))
+    row = {**SAMPLE["online"]["levels"][1], "peak_running": 8, "peak_waiting": 0}
+    r["online"]["chat"] = [
+        {**row, "max_tokens_sent": True, "tokens_sampled": 256,
+         "tokens_read": {"min": 16, "max": 16, "sum": 256}},
+        {**row, "max_tokens_sent": False, "tokens_sampled": 340,
+         "tokens_read": {"min": 16, "max": 18, "sum": 272}},
+        {**row, "max_tokens_sent": False, "tokens_sampled": 320,
+         "tokens_read": {"min": 16, "max": 16}},
+    ]  # fmt: skip
+    text = render_markdown(r)
+    assert "| max_tokens=16 | 256 | 9.0 / 12.0 | 1.50 / 3.00 | 8 | 0 | 16 | 1.00 |" in text
+    assert "| 不带 max_tokens | 256 | 9.0 / 12.0 | 1.50 / 3.00 | 8 | 0 | 16～18 | 1.25 |" in text
+    assert "| 不带 max_tokens | 256 | 9.0 / 12.0 | 1.50 / 3.00 | 8 | 0 | 16 | 1.25 |" in text
+
+
 def _is_stats(x: dict[str, Any], runs: int) -> bool:
     return x["runs"] == runs == len(x["samples"]) and x["min"] <= x["median"] <= x["max"]
 
@@ -425,10 +444,13 @@ def test_quick_benchmark_end_to_end(tmp_path: Path) -> None:
         ("256", False),
         ("full", False),
     ]
-    for x in (with_max, without, reserved):  # 三种都恰好读了要求的 token 数
-        assert x["clients"] == quick.online_chat_clients
-        assert x["requests"] == quick.online_chat_clients * quick.online_rounds
-        assert x["tokens_read"] == {"min": quick.online_tokens, "max": quick.online_tokens}
+    tokens, requests = quick.online_tokens, quick.online_chat_clients * quick.online_rounds
+    assert with_max["tokens_read"] == {"min": tokens, "max": tokens, "sum": requests * tokens}
+    for x in (with_max, without, reserved):  # 三种都读够了要求的 token 数
+        assert x["clients"] == quick.online_chat_clients and x["requests"] == requests
+        read = x["tokens_read"]
+        assert tokens <= read["min"] <= read["max"] and read["sum"] >= requests * read["min"]
+        assert x["tokens_sampled"] >= read["sum"]
         # 峰值是轮询 /metrics 看到的：GPU 上这么短的请求可能一次也没被看到在跑
         assert 0 <= x["peak_running"] <= quick.online_chat_clients
         assert x["ttft_p50_ms"] <= x["ttft_p99_ms"] and x["tpot_p50_ms"] <= x["tpot_p99_ms"]

@@ -36,9 +36,11 @@ def test_completion_clients_over_processes(base: str, processes: int) -> None:
 def test_chat_clients_over_processes(base: str) -> None:
     row = online.run_chat_clients(base, CLIENTS, 1, 4, TOKENS, False, processes=2)
     assert row["requests"] == CLIENTS and row["client_processes"] == 2
-    assert row["tokens_read"]["min"] >= TOKENS
+    read = row["tokens_read"]
+    # 读到的按片段里的用量数：至少 TOKENS 个，最后一个片段可能多带几个
+    assert TOKENS <= read["min"] <= read["max"] and read["sum"] >= CLIENTS * read["min"]
     # 不带 max_tokens：客户端读够了就关掉流，服务在那之前采样的一个不少，之后的白算
-    assert row["tokens_sampled"] >= CLIENTS * row["tokens_read"]["min"]
+    assert row["tokens_sampled"] >= read["sum"]
 
 
 def test_chat_with_max_tokens_samples_exactly_what_is_read(base: str) -> None:
@@ -46,5 +48,23 @@ def test_chat_with_max_tokens_samples_exactly_what_is_read(base: str) -> None:
     ``tokens_sampled`` 读的是调度器闲下来以后的计数器（``/metrics`` 的
     ``minisgl_tokens_sampled_total``）。"""
     row = online.run_chat_clients(base, CLIENTS, ROUNDS, 4, TOKENS, True)
-    assert row["tokens_read"] == {"min": TOKENS, "max": TOKENS}
+    assert row["tokens_read"] == {"min": TOKENS, "max": TOKENS, "sum": CLIENTS * ROUNDS * TOKENS}
     assert row["tokens_sampled"] == CLIENTS * ROUNDS * TOKENS
+
+
+def test_stream_with_continuous_usage(base: str) -> None:
+    """``continuous_usage_stats``：每个片段都带到那一刻为止的用量，单调不减，最后一个等于
+    ``max_tokens``；文本和不带这个选项时逐字相同。"""
+    client = online._client(base)
+    body = {"model": "bench", "prompt": "one two three", "max_tokens": 12, "temperature": 0}
+    options = {"include_usage": True, "continuous_usage_stats": True}
+    chunks = list(client.completions.create(**body, stream=True, stream_options=options))
+    used = [c.usage.completion_tokens for c in chunks]
+    assert all(c.usage is not None for c in chunks)
+    assert used == sorted(used) and used[-1] == 12
+    assert all(c.usage.prompt_tokens == chunks[0].usage.prompt_tokens for c in chunks)
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    plain = client.completions.create(**body, stream=True, stream_options={"include_usage": True})
+    plain_chunks = list(plain)
+    assert all(c.usage is None for c in plain_chunks[:-1])  # 不要这个选项：照旧只有最后一个带
+    assert text == "".join(c.choices[0].text for c in plain_chunks if c.choices)

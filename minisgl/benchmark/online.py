@@ -68,59 +68,59 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def _timed_stream(
-    stream: Any, text: Callable[[Any], str | None], tokens: int, count_pieces: bool, start: float
+    stream: Any, text: Callable[[Any], str | None], tokens: int, stop_early: bool, start: float
 ) -> Sample:
     """读一个流式回复（``start`` 是发出请求的时刻），返回（TTFT、TPOT、token 数、总用时）。
-    token 数取服务最后报的用量；``count_pieces`` 时改数收到的文本段，读够 ``tokens`` 段就关掉流
-    （像一个不再读的客户端）。一段文本通常就是一个 token（反分词要攒字符时才多于一个），
-    所以这样读到的不少于 ``tokens`` 个。"""
+    token 数取服务报的用量：服务忙时一个片段可能装着几个 token，数片段会数少。``stop_early`` 时
+    读到 ``tokens`` 个就关掉流（像一个不再读的客户端），这要每个片段都带着到那一刻为止的用量
+    （``continuous_usage_stats``），读到的可能比 ``tokens`` 多几个（最后一个片段里的）；否则读完
+    整个流，用量在最后。TPOT 是第一个片段之后的 token 平均隔多久到一个（不知道第一个片段里有
+    几个 token 时按一个算）。"""
     first = last = 0.0
-    pieces = used = 0
+    first_used = used = 0
     with stream:  # 退出时关掉连接：提前停下时，服务看到断开、中止这个请求
         for chunk in stream:
             if chunk.usage is not None:
                 used = chunk.usage.completion_tokens
             if chunk.choices and text(chunk.choices[0]):
                 last = time.perf_counter()
-                first = first or last
-                pieces += 1
-                if count_pieces and pieces == tokens:
+                if not first:
+                    first, first_used = last, max(used, 1)
+                if stop_early and used >= tokens:
                     break
-    got = pieces if count_pieces else used
-    if got != tokens or not first:
-        raise RuntimeError(f"expected {tokens} tokens, got {got}")
-    return first - start, (last - first) / max(got - 1, 1), got, last - start
+    if used < tokens or (used > tokens and not stop_early) or not first:
+        raise RuntimeError(f"expected {tokens} tokens, got {used}")
+    return first - start, (last - first) / max(used - first_used, 1), used, last - start
+
+
+def _stream(create: Callable[..., Any], continuous_usage: bool, **body: Any) -> Any:
+    """流式发一个请求，生成到 eos 也不停（``ignore_eos``，压测用）；``continuous_usage`` 时每个
+    片段都带用量，否则只有最后多一个带用量的片段。"""
+    options = {"include_usage": True, "continuous_usage_stats": continuous_usage}
+    return create(
+        model="bench",
+        temperature=0,
+        stream=True,
+        stream_options=options,
+        extra_body={"ignore_eos": True},
+        **body,
+    )
 
 
 def _one_request(client: Any, prompt: str, max_tokens: int) -> Sample:
     """补全接口流式发一个请求，读完整个流。"""
     start = time.perf_counter()
-    stream = client.completions.create(
-        model="bench",
-        prompt=prompt,
-        max_tokens=max_tokens,
-        temperature=0,
-        stream=True,
-        stream_options={"include_usage": True},
-        extra_body={"ignore_eos": True},
-    )
+    stream = _stream(client.completions.create, False, prompt=prompt, max_tokens=max_tokens)
     return _timed_stream(stream, lambda choice: choice.text, max_tokens, False, start)
 
 
 def _chat_request(client: Any, prompt: str, tokens: int, send_max_tokens: bool) -> Sample:
     """对话接口流式发一个请求，读 ``tokens`` 个 token。带 ``max_tokens`` 时读完整个流；不带时
-    读够 ``tokens`` 段文本就关掉流。"""
+    读够 ``tokens`` 个就关掉流。两种都要每个片段带用量：要比较的两行，服务做的事只差在这里。"""
     start = time.perf_counter()
     extra = {"max_tokens": tokens} if send_max_tokens else {}
-    stream = client.chat.completions.create(
-        model="bench",
-        messages=[{"role": "user", "content": prompt}],
-        temperature=0,
-        stream=True,
-        stream_options={"include_usage": True},
-        extra_body={"ignore_eos": True},
-        **extra,
-    )
+    messages = [{"role": "user", "content": prompt}]
+    stream = _stream(client.chat.completions.create, True, messages=messages, **extra)
     return _timed_stream(
         stream, lambda choice: choice.delta.content, tokens, not send_max_tokens, start
     )
@@ -267,20 +267,26 @@ def _read_gauges(base: str) -> dict[str, float]:
     return _gauges(_read_metrics(base))
 
 
-def sampled_when_idle(base: str, timeout: float = 60.0) -> int:
-    """调度器闲下来（没有在跑的请求）以后，它一共采样过的 token 数。变成空闲时调度器一定报一次账，
-    这时读到的数不会再变；客户端都走了、服务却一直闲不下来，是个错误。"""
+def sampled_when_idle(base: str, at_least: int = 0, timeout: float = 60.0) -> int:
+    """调度器闲下来（没有在跑、在排队的请求）以后，它一共采样过的 token 数。变成空闲时调度器一定
+    报一次账，这时读到的数不会再变。``at_least`` 是调用方知道的下限（之前的数加上客户端读到的）：
+    读到的账目比它少，就是还没送到的那份之前的旧账，接着等。客户端都走了、服务却一直闲不下来，
+    是个错误。"""
     deadline = time.monotonic() + timeout
     while True:
         text = _read_metrics(base)
         gauges = _gauges(text)
-        if gauges.get("running") == 0:
-            found = _SAMPLED.search(text)
-            if found is None:
-                raise RuntimeError("the server reports no minisgl_tokens_sampled_total")
-            return int(float(found.group(1)))
+        found = _SAMPLED.search(text)
+        if found is None:
+            raise RuntimeError("the server reports no minisgl_tokens_sampled_total")
+        sampled = int(float(found.group(1)))
+        if gauges.get("running") == 0 and gauges.get("waiting") == 0 and sampled >= at_least:
+            return sampled
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the server still runs {gauges.get('running')} requests")
+            raise RuntimeError(
+                f"the server still runs {gauges.get('running')} requests"
+                f" ({sampled} tokens sampled, at least {at_least} expected)"
+            )
         time.sleep(0.05)
 
 
@@ -328,13 +334,13 @@ def run_chat_clients(
     before = sampled_when_idle(base)  # 预热之后：预热的请求不算
     with peak_metrics(base) as peak:
         results, wall = _run(base, clients, rounds, prompt_words, spec, processes)
-    sampled = sampled_when_idle(base) - before
     read = [r[2] for r in results]
+    sampled = sampled_when_idle(base, before + sum(read)) - before
     return {
         **_summary(clients, results, wall),
         "client_processes": processes,
         "max_tokens_sent": send_max_tokens,
-        "tokens_read": {"min": min(read), "max": max(read)},
+        "tokens_read": {"min": min(read), "max": max(read), "sum": sum(read)},
         "peak_running": int(peak.get("running", 0)),
         "peak_waiting": int(peak.get("waiting", 0)),
         "tokens_sampled": sampled,

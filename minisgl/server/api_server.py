@@ -195,6 +195,10 @@ async def serve_completion(req: ChatCompletionRequest, request: Request, kind: K
             # >> ch16
             include_usage=req.stream_options is not None and req.stream_options.include_usage,
             # << ch16
+            # >> ch19
+            continuous_usage=req.stream_options is not None
+            and req.stream_options.continuous_usage_stats,
+            # << ch19
         )
         return event_stream(events, request, gen)
     return JSONResponse(await completion_body(gen, kind, model, request))

@@ -49,6 +49,10 @@ from minisgl.message import ReplyStatus
 FAILURE_GRACE = 2.0  # 后端挂了之后，HTTP 服务再坚持几秒，把 503 送到客户端
 
 # << ch17
+# >> ch19
+from dataclasses import replace
+
+# << ch19
 # ---------------------------------------------------------------- 按 uid 分发回复
 
 
@@ -58,6 +62,15 @@ def _unwrap(msg: BaseFrontendMsg) -> list[UserReply]:
     return [msg] if isinstance(msg, UserReply) else []
 
 
+# >> ch19
+def _merge(replies: list[UserReply]) -> UserReply:
+    """同一个请求接连的几条回复合成一条：文本接起来，其余（结束与否、用量）取最后一条——
+    用量是累计的，结束的回复一定在最后。"""
+    text = "".join(reply.incremental_output for reply in replies)
+    return replace(replies[-1], incremental_output=text)
+
+
+# << ch19
 @dataclass
 class FrontendManager:
     """所有请求共用一个接收队列：``listen()`` 按 uid 把回复放进各自的列表，再唤醒那个请求。"""
@@ -130,6 +143,10 @@ class FrontendManager:
                 if pending is None:  # abort_user 已经拿掉了这个 uid
                     return
                 self.ack_map[uid] = []
+                # >> ch19
+                if len(pending) > 1:  # 积压了几条（API Server 忙不过来）：合成一条，少发几个片段
+                    pending = [_merge(pending)]
+                # << ch19
                 for ack in pending:
                     yield ack
                     if ack.finished:

@@ -114,6 +114,9 @@ class ServingScheduler(Scheduler):
     # << ch16
     def step(self) -> list[Any]:
         outputs = super().step()
+        # >> ch16
+        changed = self.has_work != self.busy  # 刚忙起来，或者刚闲下来
+        # << ch16
         if self.has_work:
             self.busy = True
         elif self.busy:
@@ -121,7 +124,9 @@ class ServingScheduler(Scheduler):
             self.report_kv("idle")
         # >> ch16
         if self.publisher is not None:
-            self.publisher.publish(self, force=not self.has_work)  # 变成空闲时一定报一次
+            # 闲下来时一定报一次；刚忙起来也不限频地报：不到一个报账间隔就跑完的一批请求，
+            # /metrics 上留着的才不会是开始之前那份"空闲"，让人以为它们已经跑完
+            self.publisher.publish(self, force=changed or not self.has_work)
         # << ch16
         return outputs
 

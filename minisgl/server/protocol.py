@@ -80,6 +80,11 @@ UNSUPPORTED_FIELDS: dict[str, tuple[Any, ...]] = {
 
 class StreamOptions(BaseModel):
     include_usage: bool = Field(default=False, strict=True)  # 最后多发一个带 usage 的片段
+    # >> ch19
+    # 扩展（vLLM 的同名选项）：每个片段都带到这一刻为止的 usage。API Server 忙时一个片段可能装着
+    # 几个 token 的文本，客户端要确切知道读到了几个 token，就看它
+    continuous_usage_stats: bool = Field(default=False, strict=True)
+    # << ch19
 
 
 def check_unsupported(extra: Iterable[tuple[str, Any]]) -> None:
@@ -276,6 +281,9 @@ async def stream_events(
     # >> ch16
     include_usage: bool = False,
     # << ch16
+    # >> ch19
+    continuous_usage: bool = False,
+    # << ch19
 ) -> AsyncIterator[dict[str, Any] | str]:
     """流式：一个个 SSE 事件的内容。对话接口的第一个片段带 ``role``；每段文本一个片段；最后一个
     片段带 ``finish_reason``；最后是 ``[DONE]``。"""
@@ -287,6 +295,10 @@ async def stream_events(
         if include_usage:
             chunk["usage"] = None
         # << ch16
+        # >> ch19
+        if include_usage and continuous_usage:
+            chunk["usage"] = gen.usage()
+        # << ch19
         return chunk
 
     # ~~ ch15 < ch16
