@@ -8,19 +8,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from minisgl.message import UserReply
+from minisgl.message import ReplyStatus, UserReply
 from minisgl.server.frontend import FrontendManager
-
-ReplyStatus: Any = None
-try:  # 第 16 章起回复带着用量
-    from minisgl.message import ReplyStatus
-except ImportError:
-    pass
 
 
 def _reply(uid: int, text: str, finished: bool, used: int) -> UserReply:
-    if ReplyStatus is None:
-        return UserReply(uid=uid, incremental_output=text, finished=finished)
     status = ReplyStatus(prompt_tokens=3, completion_tokens=used)
     return UserReply(uid=uid, incremental_output=text, finished=finished, status=status)
 
@@ -50,8 +42,7 @@ def test_backlog_of_replies_becomes_one() -> None:
     got = _collect([first, backlog])
     assert [r.incremental_output for r in got] == ["Hel", "lo, world"]
     assert [r.finished for r in got] == [False, True]
-    if ReplyStatus is not None:  # 用量取最后一条的（累计的）
-        assert [r.status.completion_tokens for r in got] == [1, 4]
+    assert [r.status.completion_tokens for r in got] == [1, 4]  # 用量取最后一条的（累计的）
 
 
 def test_replies_one_at_a_time_pass_through_unchanged() -> None:

@@ -68,3 +68,11 @@ def test_stream_with_continuous_usage(base: str) -> None:
     plain_chunks = list(plain)
     assert all(c.usage is None for c in plain_chunks[:-1])  # 不要这个选项：照旧只有最后一个带
     assert text == "".join(c.choices[0].text for c in plain_chunks if c.choices)
+    # 对话接口：第一块只带角色、还没有 token，报的提示长度也和后面各块相同
+    messages = [{"role": "user", "content": "one two three"}]
+    chat = client.chat.completions.create(
+        model="bench", messages=messages, max_tokens=5, stream=True, stream_options=options
+    )
+    usages = [(c.usage.prompt_tokens, c.usage.completion_tokens) for c in chat]
+    assert usages[0] == (usages[-1][0], 0) and usages[-1][1] == 5 and usages[0][0] > 0
+    assert all(prompt == usages[0][0] for prompt, _ in usages)

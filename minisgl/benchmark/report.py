@@ -256,8 +256,7 @@ def _chat(chat: list[dict[str, Any]], tokens: int) -> list[str]:
             str(read["min"]) if read["min"] == read["max"] else f"{read['min']}～{read['max']}",
         ])  # fmt: skip
         if sampled:  # 不带 max_tokens 时，客户端走了、服务还没中止的那几步白算了
-            total = read.get("sum", x["requests"] * read["min"])  # 早先的结果只有范围
-            rows[-1].append(f"{x['tokens_sampled'] / total:.2f}")
+            rows[-1].append(f"{x['tokens_sampled'] / read['sum']:.2f}")
     header = ["", "输出 token/s", "TTFT p50 / p99（毫秒）", "TPOT p50 / p99（毫秒）"]
     header += ["同时在跑（峰值）", "排队（峰值）", "每个请求读到的 token"]
     return out + _table(header + (["服务采样的 / 读到的"] if sampled else []), rows)

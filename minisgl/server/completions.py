@@ -133,6 +133,10 @@ class Generation:
         frontend.metrics.ttft.observe(time.monotonic() - gen.started_at)
         gen.replies = _prepend(first, gen.replies)  # deltas() 从第一条回复开始
         # << ch16
+        # >> ch19
+        # 每块都带用量时（continuous_usage_stats），对话接口只带角色的第一块也要报对提示的长度
+        gen.prompt_tokens = first.status.prompt_tokens
+        # << ch19
         return gen
 
     # >> ch16
