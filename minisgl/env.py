@@ -189,6 +189,9 @@ class EnvSettings:
     # >> ch11
     DISABLE_OVERLAP_SCHEDULING = env_bool(False, "关闭重叠调度：每一步等结果处理完再发下一步")
     # << ch11
+    # >> ch19
+    DISABLE_PDL = env_bool(False, "关闭 Triton kernel 的依赖启动（Hopper 起的 GPU 上默认打开）")
+    # << ch19
 
     @classmethod
     def variables(cls) -> list[EnvVar[Any]]:

@@ -129,16 +129,18 @@ def test_rejects_what_it_cannot_do() -> None:
 
 
 def test_pick_config_covers_the_sms() -> None:
-    """decode 的形状（Qwen3-0.6B）：每个 SM 至少分到一个 program，没有空的 K 段；M 大于 1、program
-    不到 SM 数的 4 倍时沿 K 切，最多 4 段。M=1 时 program 已经够多，不切。"""
+    """decode 的形状（Qwen3-0.6B）：program 不少于 SM 数的一小半，没有空的 K 段。M=1 时每段 K
+    恰好一块，program 超过 SM 数的 4 倍时每个 program 的行数加倍；M 大于 1、program 不到 SM 数的
+    4 倍时沿 K 切，最多 4 段。"""
     for n, k in [(4096, 1024), (1024, 2048), (6144, 1024), (1024, 3072), (151936, 1024)]:
         for m in (1, 2, 4, 8, 16):
             cfg = TL.pick_config(m, n, k, num_sms=132)
             blocks = -(-n // cfg.block_n)
-            assert blocks * cfg.split_k >= 132, (m, n, k, cfg)
+            assert blocks * cfg.split_k >= 128, (m, n, k, cfg)
             assert cfg.split_k * cfg.block_k <= k
             if m == 1:
-                assert cfg.split_k == 1 and not cfg.dot
+                assert cfg.split_k * cfg.block_k == k and not cfg.dot
+                assert (cfg.block_n == 16) == (-(-n // 8) * cfg.split_k > 4 * 132)
             elif blocks < 4 * 132:
                 assert cfg.split_k == min(4, k // cfg.block_k) and cfg.dot
 
@@ -157,7 +159,7 @@ def _t(shape: tuple[int, ...], dtype: torch.dtype = torch.bfloat16) -> torch.Ten
         (_t((16, 64)), _t((32, 64)), _t((32,)), True),
         (_t((4, 64), torch.float16), _t((32, 64), torch.float16), None, True),
         (_t((1, 64)), _t((96, 64)), _t((96,)), True),  # M=1：输出宽也走 kernel
-        (_t((4, 64)), _t((96, 64)), None, False),  # M>1 而输出比输入宽：cuBLAS 更快
+        (_t((4, 64)), _t((96, 64)), None, True),  # 输出比输入宽也走 kernel
         (_t((4, 64)), _t((64, 64)), None, True),
         (_t((17, 64)), _t((32, 64)), None, False),  # 超过 MAX_M：普通的矩阵乘
         (_t((0, 64)), _t((32, 64)), None, False),
@@ -189,8 +191,7 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_layers_call_the_kernel_on_cuda_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """列并行、复制的层（``forward``）和行并行的 ``forward_local`` 都经过 ``ops.linear``：CUDA 上
-    M=1 时都调用 kernel，M 小时只有输出不比输入宽的调用，M 大时和 CPU 上都是 ``F.linear``。
-    结果都对。"""
+    M 小时都调用 kernel，M 大时和 CPU 上都是 ``F.linear``。结果都对。"""
     calls = _spy(monkeypatch)
     narrow, wide = LinearReplicated(64, 48, bias=True), LinearReplicated(64, 96)
     row = LinearRowParallel(64, 40)
@@ -210,7 +211,7 @@ def test_layers_call_the_kernel_on_cuda_only(monkeypatch: pytest.MonkeyPatch) ->
                 _check(got, x, layer.weight, bias)
             else:
                 assert torch.equal(got, F.linear(x, layer.weight, bias))
-    assert calls == ([1, 1, 1, 3, 3] if ON_CUDA else [])
+    assert calls == ([1, 1, 1, 3, 3, 3] if ON_CUDA else [])
 
 
 @pytest.mark.skipif(not ON_CUDA, reason="CUDA Graph")

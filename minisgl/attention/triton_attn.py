@@ -55,6 +55,9 @@ try:
     from .triton_kernels import _decode_partial_kernel, _decode_reduce_kernel, _extend_kernel
 
     TRITON_AVAILABLE = True
+    # >> ch19
+    from minisgl.kernel.triton_ops import dependent_launch  # 依赖启动（第 19 章）
+    # << ch19
 except ImportError:  # 可选依赖：没有它就只有原生后端
     TRITON_AVAILABLE = False
 
@@ -136,10 +139,11 @@ def decode_attention(
     group = num_q_heads // num_kv_heads
     # 局部结果用 float32 存：合并时要的是精度，这两块缓冲区也很小（bs × Hq × 段数）
     f32 = dict(dtype=torch.float32, device=q.device)
-    splits, tiles = NUM_SPLITS, {"BLOCK_N": BLOCK_N}
+    splits, tiles, launch = NUM_SPLITS, {"BLOCK_N": BLOCK_N}, {}
     # >> ch19
     if q.is_cuda and q.element_size() == 2:
         splits, tiles = decode_tiles_cuda(bs, num_kv_heads)
+    launch = dependent_launch(q)
     # << ch19
     partial = torch.empty(bs, num_q_heads, splits, head_dim, **f32)
     lse = torch.empty(bs, num_q_heads, splits, **f32)
@@ -149,14 +153,14 @@ def decode_attention(
         partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
         1.0 / math.sqrt(head_dim),
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), D=head_dim,
-        NUM_SPLITS=splits, IEEE=_ieee(q.dtype), **tiles,
+        NUM_SPLITS=splits, IEEE=_ieee(q.dtype), **tiles, **launch,
     )  # fmt: skip
     out = torch.empty_like(q) if out is None else out
     _decode_reduce_kernel[(bs, num_q_heads)](
         partial, lse, out,
         partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),
         out.stride(0), out.stride(1),
-        D=head_dim, NUM_SPLITS=splits,
+        D=head_dim, NUM_SPLITS=splits, **launch,
     )  # fmt: skip
     return out
 

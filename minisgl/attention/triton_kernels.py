@@ -13,6 +13,11 @@ import triton.language as tl
 __all__ = ["_decode_partial_kernel", "_decode_reduce_kernel", "_extend_kernel"]
 
 
+# >> ch19
+from minisgl.kernel.triton_ops import dependent_start  # 依赖启动（第 19 章）
+
+
+# << ch19
 @triton.jit
 def _extend_step(
     acc, l_i, m_i, q, K, V, PT, row, kvh, n, kv_end, pos_q,
@@ -105,7 +110,13 @@ def _decode_partial_kernel(
     sm_scale,
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
     NUM_SPLITS: tl.constexpr, IEEE: tl.constexpr,
+    # >> ch19
+    PDL: tl.constexpr = False,  # 依赖启动（第 19 章）
+    # << ch19
 ):  # fmt: skip
+    # >> ch19
+    dependent_start(PDL)
+    # << ch19
     b = tl.program_id(0)
     kvh = tl.program_id(1)
     split = tl.program_id(2)
@@ -160,7 +171,13 @@ def _decode_reduce_kernel(
     O_PART, LSE_PART, OUT,
     stride_ob, stride_oh, stride_os, stride_lb, stride_lh, stride_fb, stride_fh,
     D: tl.constexpr, NUM_SPLITS: tl.constexpr,
+    # >> ch19
+    PDL: tl.constexpr = False,
+    # << ch19
 ):  # fmt: skip
+    # >> ch19
+    dependent_start(PDL)
+    # << ch19
     b = tl.program_id(0)
     h = tl.program_id(1)
     offs_s = tl.arange(0, NUM_SPLITS)

@@ -194,15 +194,14 @@ def qk_norm_rope_inplace(
 
 
 def _small_m_kernel_fits(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
-    """Triton GEMV 接得住、又比 cuBLAS 快的情形：x 是 ``(M, K)``，全都连续，dtype 都是同一个
-    bf16/fp16（GPU 上模型的权重就是它们）；M=1，或者 ``2 <= M <= MAX_M`` 而输出不比输入宽
-    （o_proj、down 这样的 N <= K；H200 上量过，见 ``triton_linear`` 的说明）。"""
+    """Triton GEMV 接得住、又比 cuBLAS 快的情形：x 是 ``(M, K)``、``1 <= M <= MAX_M``，全都连续，
+    dtype 都是同一个 bf16/fp16（GPU 上模型的权重就是它们；H200 上量过，见 ``triton_linear``
+    的说明）。"""
     tensors = (x, weight) if bias is None else (x, weight, bias)
     m = x.shape[0] if x.dim() == 2 else 0
-    narrow = weight.shape[0] <= weight.shape[1]
     return (
         triton_linear is not None
-        and (m == 1 or (2 <= m <= triton_linear.MAX_M and narrow))
+        and 1 <= m <= triton_linear.MAX_M
         and x.dtype in (torch.bfloat16, torch.float16)
         and all(t.dtype == x.dtype and t.is_contiguous() for t in tensors)
     )
@@ -212,9 +211,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """``F.linear(x, weight, bias)``：``y = x @ weight.T + bias``，``weight`` 是 ``(N, K)``。
 
     decode 时 x 只有几行，这是把权重读一遍就完事的"瘦"矩阵乘；输出窄、K 长的（o_proj、down）
-    cuBLAS 切 K 再归约，读得慢。GPU 上 M=1 时、M 很小而输出窄时换成按带宽写的 Triton GEMV
-    （float32 累加，和 ``F.linear`` 只差舍入）；其余情形（prefill 的大矩阵乘、float32、CPU）
-    仍是 ``F.linear``。
+    cuBLAS 切 K 再归约，读得慢。GPU 上 M 不超过 16 时换成按带宽写的 Triton GEMV（float32 累加，
+    和 ``F.linear`` 只差舍入）；其余情形（prefill 的大矩阵乘、float32、CPU）仍是 ``F.linear``。
     """
     if x.is_cuda and _small_m_kernel_fits(x, weight, bias):
         return triton_linear.linear_small_m(x, weight, bias)

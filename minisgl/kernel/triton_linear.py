@@ -2,12 +2,12 @@
 
 decode 时每步只有几个 token，``y = x @ W.T`` 的 x 只有几行：每个权重元素读进来只做 M 次乘加，
 算力用不到百分之一，时间全花在把 W 从显存读一遍上——这是受带宽限制的"瘦"矩阵乘。
-H200 上逐个形状量过（CUDA Graph 里、权重不在 L2 里）。M=1 时 cuBLAS 在输出宽的 qkv、gate_up
-上是 5.2 µs 和 6.1 µs（1.6～2.0 TB/s，这么小的 kernel 里启动和收尾也算在内）；输出只有 1024 维、
-K 很长的 o_proj（K=2048）和 down（K=3072），它沿 K 切开再多启动一个归约 kernel，只有
-0.33～0.85 TB/s，o_proj 一次 12.7 µs。这里的 kernel 在这四个形状上是 4.7、5.8、4.2、5.4 µs，
-所以 M=1 时四个投影都用它；M 是 2～16 时它只在输出窄、K 长的 o_proj、down 上更快
-（5.2、5.8 µs，cuBLAS 5.8、7.4 µs），qkv 打平、gate_up 慢一点，那两个仍交给 cuBLAS。
+H200 上逐个形状量过（CUDA Graph 里、权重不在 L2 里，``tools/tune_kernels.py``）。M=1 时 cuBLAS
+在输出宽的 qkv、gate_up 上是 5.2 µs 和 6.0 µs（这么小的 kernel 里启动和收尾也算在内）；输出只有
+1024 维、K 很长的 o_proj（K=2048）和 down（K=3072），它沿 K 切开再多启动一个归约 kernel，
+o_proj 一次 12.6 µs。这里的 kernel 打开依赖启动（见 ``triton_ops.dependent_launch``）后在这四个
+形状上是 3.2、4.6、2.8、3.5 µs；M=8 时是 4.5、5.6、3.5、5.3 µs，cuBLAS 5.3、5.9、5.8、7.4 µs。
+所以 M 不超过 16 时四个投影都用它。
 
 这里的写法只为一件事：把 W 尽快地、恰好读一遍。
 
@@ -15,10 +15,10 @@ K 很长的 o_proj（K=2048）和 down（K=3072），它沿 K 切开再多启动
   W 按行存放（``(N, K)``，K 方向连续），每次读 ``BLOCK_K`` 个相邻元素，是又宽又整齐的访存。
 - x 的全部 M 行每次和 W 的这一片一起读进寄存器，给 ``BLOCK_N`` 行 W 共用；x 很小，
   各个 program 重复读它都落在 L2 里。
-- program 要足够多，才能让 H200 的 132 个 SM 都有好几个 program 同时在等显存：M 大于 1 时
-  N=1024、``BLOCK_N=16`` 只有 64 个，于是再沿 K 切成 ``SPLIT_K`` 段，每段写一份 float32 的部分和，
+- program 要足够多，才能让 H200 的 132 个 SM 都有好几个 program 同时在等显存：N=1024、
+  ``BLOCK_N=32`` 只有 32 个，于是再沿 K 切成 ``SPLIT_K`` 段，每段写一份 float32 的部分和，
   第二个 kernel 按固定的顺序把它们加起来。不用浮点的原子加：加法的顺序固定，每次运行
-  结果逐位相同。
+  结果逐位相同。多出来的这个 kernel 的启动，依赖启动也藏进了前一个 kernel 里。
 - 累加一律在 float32 里做，最后（加上 bias）转回 x 的 dtype。
 
 ``M == 1`` 时乘加用逐元素乘再沿 K 求和；M 更大时用 ``tl.dot``（x 补到 16 行，张量核心的
@@ -38,6 +38,8 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
+
+from .triton_ops import dependent_launch, dependent_start, gdc_launch_dependents, gdc_wait
 
 __all__ = ["MAX_M", "LinearConfig", "linear_small_m", "pick_config"]
 
@@ -64,16 +66,30 @@ def _num_sms(device: torch.device) -> int:
 
 
 def pick_config(m: int, n: int, k: int, num_sms: int = 132) -> LinearConfig:
-    """按形状挑参数（H200 上在 CUDA Graph 里逐形状试过，见第 19 章）。
+    """按形状挑参数（H200 上打开依赖启动、在 CUDA Graph 里逐形状试过，见第 19 章）。
 
-    M=1：每个 program 只管 4 行 W、一次读 1024 个元素，2 个 warp，逐元素乘加，不切 K——program
-    多（N=1024 时 256 个），每个都很轻，四个投影都比 cuBLAS 快。M 更大时每个 program 16 行、
-    256 个元素，用 ``tl.dot``，3 级流水；program 不到 SM 数的 4 倍时沿 K 最多切 4 段。"""
+    M=1：逐元素乘加，一块读 1024 个元素，K 有几块就切几段（每段只读一块），每个 program 8 行 W、
+    2 个 warp；这样 program 超过 SM 数的 4 倍时（输出很宽的 gate_up）改成 16 行、4 个 warp。
+    M 更大时用 ``tl.dot``，4 个 warp、2 级流水：输出比输入宽时每个 program 64 行、一块 256 个元素，
+    否则 32 行、512 个元素；program 不到 SM 数的 4 倍时沿 K 最多切 4 段。"""
     if m == 1:
-        return LinearConfig(block_n=4, block_k=1024, split_k=1, num_warps=2, num_stages=1)
-    block_n, block_k = 16, 256
+        block_k = 1024
+        split = max(1, k // block_k)
+        if triton.cdiv(n, 8) * split > 4 * num_sms:
+            return LinearConfig(16, block_k, split, num_warps=4, num_stages=2)
+        return LinearConfig(8, block_k, split, num_warps=2, num_stages=2)
+    block_n, block_k = (64, 256) if n > k else (32, 512)
     split = 1 if triton.cdiv(n, block_n) >= 4 * num_sms else min(4, max(1, k // block_k))
-    return LinearConfig(block_n, block_k, split, num_warps=2, num_stages=3, dot=True)
+    return LinearConfig(block_n, block_k, split, num_warps=4, num_stages=2, dot=True)
+
+
+@triton.jit
+def _load_k(ptrs, start, rk, K, EVEN_K: tl.constexpr):
+    """读一块 ``(行, BLOCK_K)``：第 ``start`` 个元素起；K 不是块的整数倍时，越过 K 的读 0。"""
+    if EVEN_K:
+        return tl.load(ptrs)
+    else:
+        return tl.load(ptrs, mask=(start + rk < K)[None, :], other=0.0)
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -82,6 +98,7 @@ def _linear_kernel(
     M, N, K, chunk, stride_xm, stride_wn, stride_ym,
     HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr, DOT: tl.constexpr, EVEN_K: tl.constexpr,
     PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PDL: tl.constexpr,
 ):  # fmt: skip
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -95,14 +112,16 @@ def _linear_kernel(
     w_ptrs = W + w_rows[:, None] * stride_wn + (k0 + rk)[None, :]
     x_ptrs = X + x_rows[:, None] * stride_xm + (k0 + rk)[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    # 权重和前面的 kernel 无关：依赖启动时先发出第一块权重的读，再等前一个 kernel 写完 x
+    if PDL:
+        gdc_launch_dependents()
+    w = _load_k(w_ptrs, k0, rk, K, EVEN_K)
+    if PDL:
+        gdc_wait()
     for k in range(0, chunk, BLOCK_K):
-        if EVEN_K:
-            w = tl.load(w_ptrs)
-            x = tl.load(x_ptrs)
-        else:
-            kmask = (k0 + k + rk < K)[None, :]
-            w = tl.load(w_ptrs, mask=kmask, other=0.0)
-            x = tl.load(x_ptrs, mask=kmask, other=0.0)
+        if k > 0:
+            w = _load_k(w_ptrs, k0 + k, rk, K, EVEN_K)
+        x = _load_k(x_ptrs, k0 + k, rk, K, EVEN_K)
         if DOT:
             acc += tl.dot(x, tl.trans(w), input_precision=PRECISION)
         else:
@@ -124,8 +143,9 @@ def _linear_kernel(
 @triton.jit(do_not_specialize=["M"])
 def _splitk_sum_kernel(
     P, B, Y, M, N, stride_ym,
-    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr,
+    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
+    dependent_start(PDL)
     m = tl.program_id(0)
     rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = rn < N
@@ -168,12 +188,12 @@ def linear_small_m(
         HAS_BIAS=bias is not None, SPLIT=split > 1, DOT=cfg.dot, EVEN_K=k % chunk == 0,
         PRECISION=_PRECISION.get(x.dtype, "tf32"),
         BLOCK_M=block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **dependent_launch(x),
     )  # fmt: skip
     if split > 1:
         block = 256  # N=1024 时也有 4 个 program
         _splitk_sum_kernel[(m, triton.cdiv(n, block))](
             partial, bias if bias is not None else y, y, m, n, y.stride(0),
-            SPLIT_K=split, HAS_BIAS=bias is not None, BLOCK=block,
+            SPLIT_K=split, HAS_BIAS=bias is not None, BLOCK=block, **dependent_launch(x),
         )  # fmt: skip
     return y

@@ -15,17 +15,67 @@ float32 里算；归一化后先转回输入的 dtype，再乘权重；RoPE 在 
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-__all__ = ["apply_rope_inplace", "qk_norm_rope_inplace", "rmsnorm", "silu_and_mul", "store_cache"]
+from minisgl.env import ENV
+
+try:  # 依赖启动要的两条指令；没有它们的老版本 triton 就不用依赖启动
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:
+    gdc_launch_dependents = gdc_wait = None
+
+__all__ = [
+    "apply_rope_inplace",
+    "dependent_launch",
+    "dependent_start",
+    "qk_norm_rope_inplace",
+    "rmsnorm",
+    "silu_and_mul",
+    "store_cache",
+]
 
 # GPU 上让 Triton 逐条按写法舍入：不把 ``a * b - c`` 合成一条 FMA（少一次舍入，结果就和 PyTorch
 # 分开算的乘、减差一位）。解释器没有这回事，这个参数它也认。
 _EXACT = {"enable_fp_fusion": False}
 ROW_ELEMENTS = 4096  # 按行处理的 kernel 每个程序大约读这么多个数（见 _block_rows）
+
+
+@functools.cache
+def _dependent_launch_on(device: torch.device) -> bool:
+    if device.type != "cuda" or gdc_wait is None or ENV.DISABLE_PDL:
+        return False
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def dependent_launch(x: torch.Tensor) -> dict[str, bool]:
+    """启动 kernel 时多给的参数：Hopper（sm_90）起的 GPU 上打开"依赖启动"（programmatic
+    dependent launch，PDL）。
+
+    同一个流里的 kernel 本来是一个完全结束、下一个才开始启动。打开之后，前一个 kernel 的每个
+    程序一开始就发出信号（``gdc_launch_dependents``），下一个 kernel 于是在前一个还在算的时候
+    就被排上 SM，先做不依赖前一个结果的事（线性层先读自己的权重），然后在 ``gdc_wait`` 处等
+    前一个 kernel 整个结束、写的东西都看得见了再往下走。decode 的一步是三百多个各几微秒的
+    kernel 首尾相接，每个的启动和"第一次读显存要等的那一下"都能藏进前一个里。
+
+    规矩只有一条：打开了它的 kernel，读写前一个 kernel 碰过的内存之前必须先 ``gdc_wait``。
+    这里的 kernel 都在开头（线性层在读第一块权重之后）等。每个进程按设备决定一次；
+    ``MINISGL_DISABLE_PDL=1`` 关掉它，用来对比。"""
+    if _dependent_launch_on(x.device):
+        return {"PDL": True, "launch_pdl": True}
+    return {"PDL": False}
+
+
+@triton.jit
+def dependent_start(PDL: tl.constexpr):
+    """打开依赖启动时每个 kernel 开头的两步：让下一个 kernel 可以开始启动，再等上一个结束。"""
+    if PDL:
+        gdc_launch_dependents()
+        gdc_wait()
 
 
 @triton.jit
@@ -51,8 +101,9 @@ def _rmsnorm_kernel(
     X, RES, W, OUT,
     stride_xt, stride_xh, stride_rt, stride_rh, stride_ot, stride_oh,
     total, heads, n, eps,
-    HAS_RESIDUAL: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
+    dependent_start(PDL)
     R0 = tl.program_id(0).to(tl.int64) * ROWS
     t, xo, rmask = _row_offsets(R0, total, heads, stride_xt, stride_xh, ROWS)
     cols = tl.arange(0, BLOCK)
@@ -109,7 +160,8 @@ def rmsnorm(
         _rmsnorm_kernel[(triton.cdiv(tokens * heads, rows),)](
             x, residual if residual is not None else x, weight, out,
             sxt, sxh, srt, srh, sot, soh, tokens * heads, heads, n, eps,
-            HAS_RESIDUAL=residual is not None, ROWS=rows, BLOCK=block, **_EXACT,
+            HAS_RESIDUAL=residual is not None, ROWS=rows, BLOCK=block,
+            **_EXACT, **dependent_launch(x),
         )  # fmt: skip
     return out
 
@@ -117,8 +169,9 @@ def rmsnorm(
 @triton.jit
 def _rope_kernel(
     X, POS, CACHE, stride_xt, stride_xh, stride_c,
-    HALF: tl.constexpr, BLOCK: tl.constexpr,
+    HALF: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
+    dependent_start(PDL)
     t = tl.program_id(0)
     h = tl.program_id(1)
     i = tl.arange(0, BLOCK)
@@ -153,7 +206,7 @@ def apply_rope_inplace(
         if tokens * heads:
             _rope_kernel[(tokens, heads)](
                 x, positions, cos_sin_cache, st, sh, cos_sin_cache.stride(0),
-                HALF=half, BLOCK=triton.next_power_of_2(half), **_EXACT,
+                HALF=half, BLOCK=triton.next_power_of_2(half), **_EXACT, **dependent_launch(x),
             )  # fmt: skip
 
 
@@ -210,8 +263,9 @@ def _qk_norm_rope_kernel(
     stride_qt, stride_qh, stride_kt, stride_kh, stride_c,
     tokens, q_heads, k_heads, q_programs, eps,
     D: tl.constexpr, HALF: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
-    REST: tl.constexpr, BLOCK_R: tl.constexpr, ROWS: tl.constexpr,
+    REST: tl.constexpr, BLOCK_R: tl.constexpr, ROWS: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
+    dependent_start(PDL)
     p = tl.program_id(0)  # 前 q_programs 个程序处理 q 的行，后面的处理 k 的行
     if p < q_programs:
         _norm_rope_rows(
@@ -254,7 +308,8 @@ def qk_norm_rope_inplace(
             sqt, sqh, skt, skh, stride_c, tokens, q_heads, k_heads, q_programs, eps,
             D=head_dim, HALF=half, BLOCK_D=block_d,
             BLOCK_H=triton.next_power_of_2(half), REST=rest,
-            BLOCK_R=triton.next_power_of_2(max(rest, 1)), ROWS=rows, **_EXACT,
+            BLOCK_R=triton.next_power_of_2(max(rest, 1)), ROWS=rows,
+            **_EXACT, **dependent_launch(q),
         )  # fmt: skip
 
 
@@ -263,8 +318,10 @@ def qk_norm_rope_inplace(
 
 @triton.jit
 def _silu_and_mul_kernel(
-    X, OUT, stride_x, stride_o, n, PRECISE: tl.constexpr, BLOCK: tl.constexpr
+    X, OUT, stride_x, stride_o, n,
+    PRECISE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
+    dependent_start(PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < n
@@ -291,8 +348,9 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     if rows.shape[0] and n:
         block = min(triton.next_power_of_2(n), 256)  # 小块、多程序：decode 的一行也分到多个 SM
         _silu_and_mul_kernel[(rows.shape[0], triton.cdiv(n, block))](
-            rows, out, rows.stride(0), n, n, PRECISE=x.is_cuda, BLOCK=block, **_EXACT
-        )
+            rows, out, rows.stride(0), n, n, PRECISE=x.is_cuda, BLOCK=block,
+            **_EXACT, **dependent_launch(x),
+        )  # fmt: skip
     return out
 
 
@@ -304,8 +362,9 @@ def _store_cache_kernel(
     K, V, KC, VC, IDX,
     stride_kt, stride_kh, stride_vt, stride_vh,
     stride_kct, stride_kch, stride_vct, stride_vch,
-    D: tl.constexpr, N: tl.constexpr, BLOCK: tl.constexpr,
+    D: tl.constexpr, N: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
+    dependent_start(PDL)
     t = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)  # 一行 = kv 头数 * head_dim 个数
     mask = offs < N
@@ -343,5 +402,5 @@ def store_cache(
         _store_cache_kernel[(tokens, triton.cdiv(n, block))](
             k, v, k_cache, v_cache, indices,
             skt, skh, svt, svh, sct, sch, vct, vch,
-            D=shape[1], N=n, BLOCK=block,
+            D=shape[1], N=n, BLOCK=block, **dependent_launch(k),
         )  # fmt: skip
