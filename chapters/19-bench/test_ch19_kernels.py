@@ -257,3 +257,74 @@ def test_decode_with_the_gpu_tiles_matches_a_reference(
         p = torch.softmax(torch.einsum("hd,nhd->hn", q[i], k) / d**0.5, dim=-1)
         want = torch.einsum("hn,nhd->hd", p, v)
         assert (out[i] - want).abs().max() < 1e-4, (bs, i)
+
+
+# ---------------------------------------------------------------- 依赖启动
+
+
+@pytest.fixture
+def fresh_dependent_launch() -> object:
+    """``dependent_launch`` 按设备只决定一次：测试前后都清掉这个缓存，改环境变量才生效。"""
+    T._dependent_launch_on.cache_clear()
+    yield
+    T._dependent_launch_on.cache_clear()
+
+
+@pytest.mark.usefixtures("fresh_dependent_launch")
+def test_dependent_launch_only_on_hopper_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPU 张量（解释器）上 kernel 收到 ``PDL=False``、没有 ``launch_pdl``；sm_90 起的 CUDA 设备上
+    打开；``MINISGL_DISABLE_PDL=1`` 时哪里都关掉。"""
+    off = {"PDL": False}
+    assert T.dependent_launch(torch.zeros(1)) == off
+    x = torch.zeros(1, device=DEVICE)
+    hopper = ON_CUDA and T.gdc_wait is not None and torch.cuda.get_device_capability()[0] >= 9
+    assert T.dependent_launch(x) == ({"PDL": True, "launch_pdl": True} if hopper else off)
+    T._dependent_launch_on.cache_clear()
+    monkeypatch.setenv("MINISGL_DISABLE_PDL", "1")
+    assert T.dependent_launch(x) == off
+
+
+def _decode_chain(h: torch.Tensor, res: torch.Tensor, w: dict[str, torch.Tensor]) -> torch.Tensor:
+    """一层 MLP 在 decode 时的那串 kernel：加残差的 RMSNorm → GEMV → silu_and_mul → GEMV（切 K）
+    → RMSNorm。每一个都读上一个刚写的结果。"""
+    TL = ops.triton_linear
+    T.rmsnorm(h, w["norm"], 1e-6, out=h, residual=res)
+    up = TL.linear_small_m(h, w["gate_up"])
+    down = TL.linear_small_m(T.silu_and_mul(up), w["down"])
+    return T.rmsnorm(down, w["norm"], 1e-6)
+
+
+def _layers(h: torch.Tensor, res: torch.Tensor, w: dict[str, torch.Tensor]) -> None:
+    for _ in range(28):
+        h.copy_(_decode_chain(h, res, w))
+
+
+@pytest.mark.skipif(not ON_CUDA, reason="依赖启动只在 GPU 上；CPU 上同样的 kernel 由上面的测试核对")
+@pytest.mark.usefixtures("fresh_dependent_launch")
+def test_dependent_launch_in_a_graph_is_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """这串 kernel 录进一张 CUDA Graph 重放 28 遍，依赖启动打开、关掉各一次：逐位相同。哪个 kernel
+    没等上一个写完就去读，这里就对不上。"""
+    gen = torch.Generator().manual_seed(0)
+    hidden, inter = 1024, 3072
+    w = {
+        "norm": (1 + torch.randn(hidden, generator=gen) / 4).to(DEVICE, torch.bfloat16),
+        "gate_up": (torch.randn(2 * inter, hidden, generator=gen) / 32).to(DEVICE, torch.bfloat16),
+        "down": (torch.randn(hidden, inter, generator=gen) / 32).to(DEVICE, torch.bfloat16),
+    }
+    start = torch.randn(1, hidden, generator=gen).to(DEVICE, torch.bfloat16)
+    results = []
+    for disabled in ("0", "1"):
+        monkeypatch.setenv("MINISGL_DISABLE_PDL", disabled)
+        T._dependent_launch_on.cache_clear()
+        h, res = start.clone(), torch.zeros_like(start)
+        _layers(h, res, w)  # 编译；录图之前先跑一遍
+        graph = torch.cuda.CUDAGraph()
+        h.copy_(start)
+        res.zero_()
+        with torch.cuda.graph(graph):
+            _layers(h, res, w)
+        graph.replay()
+        torch.cuda.synchronize()
+        results.append((h.clone(), res.clone()))
+    assert torch.isfinite(results[0][0]).all()
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
