@@ -25,6 +25,7 @@ import math
 import random
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -290,23 +291,29 @@ def test_prefill_samples_carry_their_notes(tiny_model: Path) -> None:
     for note in result["notes"]:
         assert note["steps"] == {"prefill_steps": 2, "decode_steps": 0, "retracted": 0}
         assert note["alloc_retries"] == 0 and note["gc_longest_ms"] >= 0
+        assert 0 < note["longest_step_ms"] <= note["in_steps_ms"] <= note["wall_ms"]
     with offline.sample_notes(llm) as note:
         gc.collect()
+        time.sleep(0.05)  # 不在任何一步里：全算在步外
     assert note["gc_pauses"] >= 1 and note["gc_longest_ms"] > 0
+    assert note["in_steps_ms"] == 0 and note["wall_ms"] >= 50
+    assert "step" not in vars(llm.scheduler)  # 计时的包装已经撤掉
     llm.shutdown()
 
 
 def test_report_names_the_slow_samples() -> None:
     """比中位数慢一倍以上的那几次，报告里列出它们的记录，再附上最快的一次。"""
     quiet = {"steps": {"prefill_steps": 2}, "gc_pauses": 0, "gc_longest_ms": 0.0,
-             "alloc_retries": 0}  # fmt: skip
-    loud = {**quiet, "gc_pauses": 3, "gc_longest_ms": 412.5}
+             "alloc_retries": 0, "wall_ms": 90.0, "in_steps_ms": 85.0,
+             "longest_step_ms": 50.0}  # fmt: skip
+    loud = {**quiet, "gc_pauses": 3, "gc_longest_ms": 412.5, "wall_ms": 600.0}
     stats = summarize([390e3, 64e3, 386e3])
     stats["notes"] = [quiet, loud, quiet]
     r = {**SAMPLE, "prefill": {**SAMPLE["prefill"], "ours_tokens_per_s": stats}}
     text = render_markdown(r)
     assert "第 2 次只有 64,000：prefill 2 步" in text
     assert "垃圾回收 3 次（最长 412.5 毫秒）" in text and "最快的第 1 次" in text
+    assert "共 600.0 毫秒，在步里 85.0（最长的一步 50.0），步外 515.0" in text
     stats["samples"] = [390e3, 380e3, 386e3]
     assert "只有" not in render_markdown(r)
 

@@ -17,6 +17,7 @@ RMSNorm 的方差是一个求和，求和的顺序不同（numpy 的、PyTorch �
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import numpy as np
@@ -263,7 +264,7 @@ def test_decode_with_the_gpu_tiles_matches_a_reference(
 
 
 @pytest.fixture
-def fresh_dependent_launch() -> object:
+def fresh_dependent_launch() -> Iterator[None]:
     """``dependent_launch`` 按设备只决定一次：测试前后都清掉这个缓存，改环境变量才生效。"""
     T._dependent_launch_on.cache_clear()
     yield

@@ -142,7 +142,10 @@ def sample_notes(llm: LLM) -> Iterator[dict[str, Any]]:
 
     - ``steps``：调度器这一次走了几步 prefill、几步 decode，退回了几个请求；
     - ``gc_pauses``、``gc_longest_ms``：Python 的垃圾回收停下来几次、最长的一次多少毫秒；
-    - ``alloc_retries``：CUDA 的缓存分配器因为显存不够、把缓存还给驱动再重试了几次。
+    - ``alloc_retries``：CUDA 的缓存分配器因为显存不够、把缓存还给驱动再重试了几次；
+    - ``wall_ms``、``in_steps_ms``、``longest_step_ms``：``with`` 块的墙钟时间，其中花在
+      ``scheduler.step()`` 里的（一步里有主机的准备、GPU 的计算和等它）和最长的一步。慢出来的
+      时间在不在某一步里、还是在步与步之外（加请求、收结果），一看便知。
 
     偶尔有一次慢得离谱时（H200 上 prefill 的五次里曾有一次慢了 6 倍），拿它和别的几次对照。"""
     scheduler = llm.scheduler
@@ -157,11 +160,25 @@ def sample_notes(llm: LLM) -> Iterator[dict[str, Any]]:
         elif starts:
             pauses.append(time.perf_counter() - starts.pop())
 
+    steps: list[float] = []
+    step = scheduler.step
+
+    def timed_step() -> Any:
+        start = time.perf_counter()
+        try:
+            return step()
+        finally:
+            steps.append(time.perf_counter() - start)
+
     notes: dict[str, Any] = {}
     gc.callbacks.append(on_gc)
+    scheduler.step = timed_step  # type: ignore[method-assign]  # 实例属性盖住方法，结束时删掉
+    start = time.perf_counter()
     try:
         yield notes
     finally:
+        wall = time.perf_counter() - start
+        del scheduler.step
         gc.callbacks.remove(on_gc)
     notes["steps"] = {
         key: scheduler.stats[key] - before[key]
@@ -171,6 +188,9 @@ def sample_notes(llm: LLM) -> Iterator[dict[str, Any]]:
     notes["gc_pauses"] = len(pauses)
     notes["gc_longest_ms"] = 1000 * max(pauses, default=0.0)
     notes["alloc_retries"] = _alloc_retries(scheduler.engine.device) - retries
+    notes["wall_ms"] = 1000 * wall
+    notes["in_steps_ms"] = 1000 * sum(steps)
+    notes["longest_step_ms"] = 1000 * max(steps, default=0.0)
 
 
 def _params(output_lens: Sequence[int]) -> list[SamplingParams]:

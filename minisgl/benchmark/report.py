@@ -178,11 +178,18 @@ def _prefill(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
 
 def _note(note: dict[str, Any]) -> str:
     steps = note["steps"]
-    return (
+    text = (
         f"prefill {steps.get('prefill_steps', 0)} 步、decode {steps.get('decode_steps', 0)} 步、"
         f"退回 {steps.get('retracted', 0)} 个请求，垃圾回收 {note['gc_pauses']} 次"
         f"（最长 {note['gc_longest_ms']:.1f} 毫秒），分配器重试 {note['alloc_retries']} 次"
     )
+    if "wall_ms" in note:  # 早先的记录没有这几项
+        outside = note["wall_ms"] - note["in_steps_ms"]
+        text += (
+            f"；共 {note['wall_ms']:.1f} 毫秒，在步里 {note['in_steps_ms']:.1f}"
+            f"（最长的一步 {note['longest_step_ms']:.1f}），步外 {outside:.1f}"
+        )
+    return text
 
 
 def _slow(x: dict[str, Any]) -> list[str]:
