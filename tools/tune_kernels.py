@@ -13,7 +13,8 @@ kernel 之间的间隙。先在一个进程池里把所有组合编译一遍（�
     python tools/tune_kernels.py --check
 
 被试的是包里真正的函数：注意力换掉 ``triton_attn.decode_tiles_cuda`` 的返回值后调用
-``decode_attention``，线性层把 ``LinearConfig`` 直接交给 ``linear_small_m``。
+``decode_attention``，线性层把 ``LinearConfig`` 直接交给 ``linear_small_m``。所以 Hopper 上和
+引擎一样打开了依赖启动（第 19 章第十处）；要看关掉时的数，设 ``MINISGL_DISABLE_PDL=1``。
 """
 
 from __future__ import annotations
