@@ -542,7 +542,8 @@ def test_profile_busy_time_is_the_union_of_intervals() -> None:
 
 
 def test_profile_region_ranks_the_operators() -> None:
-    """CPU 上录的是 aten 算子自己的时间：矩阵乘排在前面，调用次数对得上。"""
+    """CPU 上录的是 aten 算子自己的时间：按总时长从多到少排，调用次数对得上。（不断言谁排第一：
+    那要看这台机器此刻快慢，测试里不比时间。）"""
     from minisgl.benchmark.profile import profile_region
 
     a = torch.randn(256, 256)
@@ -553,9 +554,10 @@ def test_profile_region_ranks_the_operators() -> None:
         a.add(1)
 
     r = profile_region(torch.device("cpu"), work)
-    top = r["kernels"][0]
-    assert top["name"] == "aten::mm" and top["calls"] == 3
-    assert {k["name"] for k in r["kernels"]} >= {"aten::mm", "aten::add"}
+    calls = {k["name"]: k["calls"] for k in r["kernels"]}
+    assert calls["aten::mm"] == 3 and calls["aten::add"] == 1
+    totals = [k["total_ms"] for k in r["kernels"]]
+    assert totals == sorted(totals, reverse=True)
     assert 0 < r["busy_ms"] and r["wall_ms"] > 0 and r["launches"] >= 4
 
 
