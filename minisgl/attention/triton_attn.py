@@ -139,6 +139,7 @@ def decode_attention(
     group = num_q_heads // num_kv_heads
     # 局部结果用 float32 存：合并时要的是精度，这两块缓冲区也很小（bs × Hq × 段数）
     f32 = dict(dtype=torch.float32, device=q.device)
+    # launch：两个 kernel 启动时另加的参数，这里没有；第 19 章在 Hopper 上用它打开依赖启动
     splits, tiles, launch = NUM_SPLITS, {"BLOCK_N": BLOCK_N}, {}
     # >> ch19
     if q.is_cuda and q.element_size() == 2:

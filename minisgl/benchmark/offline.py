@@ -160,7 +160,7 @@ def sample_notes(llm: LLM) -> Iterator[dict[str, Any]]:
         elif starts:
             pauses.append(time.perf_counter() - starts.pop())
 
-    steps: list[float] = []
+    step_seconds: list[float] = []
     step = scheduler.step
 
     def timed_step() -> Any:
@@ -168,7 +168,7 @@ def sample_notes(llm: LLM) -> Iterator[dict[str, Any]]:
         try:
             return step()
         finally:
-            steps.append(time.perf_counter() - start)
+            step_seconds.append(time.perf_counter() - start)
 
     notes: dict[str, Any] = {}
     gc.callbacks.append(on_gc)
@@ -189,8 +189,8 @@ def sample_notes(llm: LLM) -> Iterator[dict[str, Any]]:
     notes["gc_longest_ms"] = 1000 * max(pauses, default=0.0)
     notes["alloc_retries"] = _alloc_retries(scheduler.engine.device) - retries
     notes["wall_ms"] = 1000 * wall
-    notes["in_steps_ms"] = 1000 * sum(steps)
-    notes["longest_step_ms"] = 1000 * max(steps, default=0.0)
+    notes["in_steps_ms"] = 1000 * sum(step_seconds)
+    notes["longest_step_ms"] = 1000 * max(step_seconds, default=0.0)
 
 
 def _params(output_lens: Sequence[int]) -> list[SamplingParams]:

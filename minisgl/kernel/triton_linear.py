@@ -182,18 +182,19 @@ def linear_small_m(
     y = torch.empty(m, n, device=x.device, dtype=x.dtype)
     partial = torch.empty(split, m, n, device=x.device, dtype=torch.float32) if split > 1 else y
     block_m = _DOT_M if cfg.dot else triton.next_power_of_2(m)
+    launch = dependent_launch(x)
     _linear_kernel[(triton.cdiv(n, cfg.block_n), split)](
         x, weight, bias if bias is not None else y, y, partial,
         m, n, k, chunk, x.stride(0), weight.stride(0), y.stride(0),
         HAS_BIAS=bias is not None, SPLIT=split > 1, DOT=cfg.dot, EVEN_K=k % chunk == 0,
         PRECISION=_PRECISION.get(x.dtype, "tf32"),
         BLOCK_M=block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **dependent_launch(x),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **launch,
     )  # fmt: skip
     if split > 1:
         block = 256  # N=1024 时也有 4 个 program
         _splitk_sum_kernel[(m, triton.cdiv(n, block))](
             partial, bias if bias is not None else y, y, m, n, y.stride(0),
-            SPLIT_K=split, HAS_BIAS=bias is not None, BLOCK=block, **dependent_launch(x),
+            SPLIT_K=split, HAS_BIAS=bias is not None, BLOCK=block, **launch,
         )  # fmt: skip
     return y
