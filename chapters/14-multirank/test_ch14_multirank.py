@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -57,11 +58,21 @@ def make_config(model: Path, ipc_dir: str, **overrides: object) -> SchedulerConf
     return replace(config, **overrides)
 
 
-def collect(detok: ZmqPullQueue, uids: set[int]) -> dict[int, list[int]]:
-    """收 DetokenizeMsg 直到 ``uids`` 都结束。"""
+def collect(
+    detok: ZmqPullQueue, uids: set[int], errors: list[BaseException] | None = None
+) -> dict[int, list[int]]:
+    """收 DetokenizeMsg 直到 ``uids`` 都结束。
+
+    调度器出了错就不会再回话：每 0.2 s 看一眼 ``errors``（起 rank 的线程把异常放在这里），
+    最多等 240 s，到时失败而不是一直等下去。
+    """
     got: dict[int, list[int]] = {uid: [] for uid in uids}
     done: set[int] = set()
+    deadline = time.monotonic() + 240
     while done != uids:
+        while not detok.socket.poll(timeout=200):
+            assert not errors, errors
+            assert time.monotonic() < deadline, f"unfinished after 240 s: {uids - done}"
         batch = detok.get()
         assert isinstance(batch, BatchTokenizerMsg)
         for msg in batch.data:
@@ -125,7 +136,6 @@ def test_two_ranks_agree_and_match_tp1(tiny_model: Path, ipc_dir: str) -> None:
             results.extend(spawn_ranks(run_scheduler, 2, (config,), timeout_s=240))
         except BaseException as e:  # 让主线程看到 rank 的错误，而不是一直等
             errors.append(e)
-            detok.socket.close(linger=0)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -134,7 +144,7 @@ def test_two_ranks_agree_and_match_tp1(tiny_model: Path, ipc_dir: str) -> None:
     push.socket.send(b"garbage")
     push.put(user(9, PROMPTS[0], SamplingParams(max_tokens=50, ignore_eos=True)))
     push.put(AbortBackendMsg(uid=9))
-    got = collect(detok, {0, 1, 2, 3, 9})
+    got = collect(detok, {0, 1, 2, 3, 9}, errors)
     push.put(ExitMsg())
     thread.join(timeout=240)
     assert not errors, errors
