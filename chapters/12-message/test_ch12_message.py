@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
+import textwrap
 import threading
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -16,6 +20,7 @@ import pytest
 import torch
 import zmq
 
+import minisgl
 from minisgl.core import SamplingParams
 from minisgl.message import (
     AbortBackendMsg,
@@ -44,6 +49,7 @@ from minisgl.utils import (
     ipc_path,
 )
 
+PACKAGE_PARENT = str(Path(minisgl.__file__).resolve().parent.parent)
 HANG_GUARD_MS = 10_000  # 只防卡死：正常情况下消息在毫秒内到达
 
 
@@ -383,6 +389,38 @@ def test_stop_removes_the_socket_file_and_can_be_called_twice(ipc_dir: str) -> N
         q.stop()
         assert q.socket.closed and q.context.closed
     assert os.listdir(ipc_dir) == []  # bind 的一方删掉了自己的 socket 文件
+
+
+def test_a_queue_never_stopped_does_not_hang_the_process(ipc_dir: str) -> None:
+    """忘了 ``stop()`` 的发送端，消息送不出去（那个地址没有人 bind）：被垃圾回收时、解释器退出时，
+    pyzmq 都会关掉它的 context；linger 若是默认的无限长，进程就卡在那里。在新的解释器里跑，
+    卡住也只是这个子进程超时。"""
+    code = textwrap.dedent(
+        f"""
+        import gc
+        from minisgl.message import BaseBackendMsg, ExitMsg
+        from minisgl.utils import ZmqPushQueue
+        dropped = ZmqPushQueue("ipc://{ipc_dir}/nobody-a", False, BaseBackendMsg.encoder)
+        dropped.put(ExitMsg())
+        del dropped
+        gc.collect()
+        print("collected", flush=True)
+        kept = ZmqPushQueue("ipc://{ipc_dir}/nobody-b", False, BaseBackendMsg.encoder)
+        kept.put(ExitMsg())
+        print("exiting", flush=True)
+        """
+    )
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")])
+    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+        )
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the process hung; it printed {e.stdout!r}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["collected", "exiting"]
 
 
 def test_ipc_addr_is_short_and_names_the_launching_process() -> None:

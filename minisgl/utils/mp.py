@@ -96,6 +96,9 @@ class _ZmqQueue:
         # 每个队列一个自己的 context：stop() 可以放心地 term()，不会影响别的队列
         self.context: zmq.Context = context if context is not None else zmq.Context()
         self.socket: zmq.Socket = self.context.socket(kind)
+        # linger 默认无限长：对方已经不在、消息送不出去时，关 context 会一直等下去。不只是
+        # stop()：忘了 stop 的队列被垃圾回收、解释器退出时 pyzmq 也会关它的 context，同样卡住
+        self.socket.setsockopt(zmq.LINGER, 0)
         self._socket_file: str | None = None  # bind 时建的 ipc socket 文件，stop() 时删掉
         try:
             self._setup()
@@ -115,14 +118,13 @@ class _ZmqQueue:
     def stop(self) -> None:
         """关掉 socket 和 context。可以调用多次。
 
-        ``linger=0``：还没送出去的消息直接丢掉。默认的 linger 是无限长——对方已经退出时，
-        ``term()`` 会一直等着把消息送出去，进程就卡在退出的路上。
+        还没送出去的消息直接丢掉（建 socket 时就设了 ``linger=0``）：服务关闭时它们本来就没人要了。
 
         bind 的一方还要删掉 ipc socket 文件：libzmq 关闭 socket 时不删它（只删 ``ipc://*``
         自动生成的那种），不删的话 /tmp 里会越积越多。
         """
         if not self.socket.closed:
-            self.socket.close(linger=0)
+            self.socket.close()
         if not self.context.closed:
             self.context.term()
         if self._socket_file is not None:
