@@ -47,6 +47,9 @@ CHROMIUM_ARGS = [
 ]
 TEST_TIMEOUT_S = 5  # 测试里把页面的时限从 10 秒调到 5 秒，少等一会儿；超时的机制是同一套
 RUN_WAIT_MS = 90_000  # 等一次运行（含加载 Pyodide）最多多久：2 核的 CI 机器上也绰绰有余
+# 其余每一次等待（页面加载、选择器、条件）最多多久。playwright 默认 30 s：2 核的机器同时跑着
+# 别的测试、别的页面的 Pyodide 时，现建的搜索索引就可能超过它
+WAIT_MS = 120_000
 INFINITE_LOOP = "while True:\n    pass\n"
 # 写进 os.environ 的标记：如果解释器被下一次运行复用，下一次就能看到它
 LEAK_SET = '\nimport os\nos.environ["MINISGL_PRACTICE_LEAK"] = "1"\n'
@@ -143,6 +146,7 @@ def browser(server: str) -> Iterator[Any]:
         args=CHROMIUM_ARGS,
         viewport={"width": 1100, "height": 900},
     )
+    ctx.set_default_timeout(WAIT_MS)
     external: list[str] = []
 
     def guard(route: Any) -> None:
@@ -389,7 +393,7 @@ def test_search_opens_the_matching_section_highlighted(browser: Any, server: str
         assert "h=zmqpubqueue#" in href, href
     page.click(".md-search-result__item >> nth=0")
     page.wait_for_selector("mark[data-md-highlight]")
-    assert page.evaluate("window.scrollY") > 0
+    page.wait_for_function("() => window.scrollY > 0")  # 滚到了命中的小节
     page.close()
 
 
