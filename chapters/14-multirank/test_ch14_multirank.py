@@ -59,20 +59,23 @@ def make_config(model: Path, ipc_dir: str, **overrides: object) -> SchedulerConf
 
 
 def collect(
-    detok: ZmqPullQueue, uids: set[int], errors: list[BaseException] | None = None
+    detok: ZmqPullQueue,
+    uids: set[int],
+    errors: list[BaseException] | None = None,
+    timeout_s: float = 240.0,
 ) -> dict[int, list[int]]:
     """收 DetokenizeMsg 直到 ``uids`` 都结束。
 
     调度器出了错就不会再回话：每 0.2 s 看一眼 ``errors``（起 rank 的线程把异常放在这里），
-    最多等 240 s，到时失败而不是一直等下去。
+    最多等 ``timeout_s``，到时失败而不是一直等下去。
     """
     got: dict[int, list[int]] = {uid: [] for uid in uids}
     done: set[int] = set()
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + timeout_s
     while done != uids:
         while not detok.socket.poll(timeout=200):
             assert not errors, errors
-            assert time.monotonic() < deadline, f"unfinished after 240 s: {uids - done}"
+            assert time.monotonic() < deadline, f"unfinished after {timeout_s} s: {uids - done}"
         batch = detok.get()
         assert isinstance(batch, BatchTokenizerMsg)
         for msg in batch.data:
