@@ -266,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="没有 GPU：在解释器里核对几组参数")
     ap.add_argument("--limit", type=int, default=3, help="--check 时每一类核对几组")
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=list(ATTN_SPLITS))
-    ap.add_argument("--m", type=int, nargs="+", default=[1, 8], choices=[1, 2, 4, 8, 16])
+    ap.add_argument("--m", type=int, nargs="*", default=[1, 8], choices=[1, 2, 4, 8, 16],
+                    help="试哪几种 M 的线性层；只写 --m、不写数就只试注意力")  # fmt: skip
     ap.add_argument("--workers", type=int, default=12, help="编译用的进程数")
     ap.add_argument("--out", help="结果写到这个 JSON 文件")
     ns = ap.parse_args(argv)

@@ -292,6 +292,7 @@ def test_prefill_samples_carry_their_notes(tiny_model: Path) -> None:
         assert note["steps"] == {"prefill_steps": 2, "decode_steps": 0, "retracted": 0}
         assert note["alloc_retries"] == 0 and note["gc_longest_ms"] >= 0
         assert 0 < note["longest_step_ms"] <= note["in_steps_ms"] <= note["wall_ms"]
+        assert isinstance(note["triton_compiles"], int) and note["triton_compiles"] >= 0
     with offline.sample_notes(llm) as note:
         gc.collect()
         time.sleep(0.05)  # 不在任何一步里：全算在步外
@@ -301,19 +302,44 @@ def test_prefill_samples_carry_their_notes(tiny_model: Path) -> None:
     llm.shutdown()
 
 
+def test_notes_count_triton_compiles(tiny_model: Path) -> None:
+    """Triton 每编译一个 kernel 调用一次编译钩子：``with`` 块里调用两次，记下的就是 2；原来的钩子
+    照样被调用，块结束时换回来。"""
+    from triton import knobs
+
+    seen: list[str] = []
+    original = knobs.runtime.jit_post_compile_hook
+    knobs.runtime.jit_post_compile_hook = lambda **kw: seen.append(kw["key"])
+    try:
+        llm = _tiny_llm(tiny_model, overlap=False)
+        with offline.sample_notes(llm) as note:
+            knobs.runtime.jit_post_compile_hook(key="a")
+            knobs.runtime.jit_post_compile_hook(key="b")
+        llm.shutdown()
+        assert note["triton_compiles"] == 2 and seen == ["a", "b"]
+        assert knobs.runtime.jit_post_compile_hook is not None
+        knobs.runtime.jit_post_compile_hook(key="c")  # 已经换回原来的钩子：不再计数
+        assert note["triton_compiles"] == 2 and seen == ["a", "b", "c"]
+    finally:
+        knobs.runtime.jit_post_compile_hook = original
+
+
 def test_report_names_the_slow_samples() -> None:
     """比中位数慢一倍以上的那几次，报告里列出它们的记录，再附上最快的一次。"""
     quiet = {"steps": {"prefill_steps": 2}, "gc_pauses": 0, "gc_longest_ms": 0.0,
              "alloc_retries": 0, "wall_ms": 90.0, "in_steps_ms": 85.0,
              "longest_step_ms": 50.0}  # fmt: skip
-    loud = {**quiet, "gc_pauses": 3, "gc_longest_ms": 412.5, "wall_ms": 600.0}
+    loud = {**quiet, "gc_pauses": 3, "gc_longest_ms": 412.5, "wall_ms": 600.0,
+            "triton_compiles": 4}  # fmt: skip
     stats = summarize([390e3, 64e3, 386e3])
     stats["notes"] = [quiet, loud, quiet]
     r = {**SAMPLE, "prefill": {**SAMPLE["prefill"], "ours_tokens_per_s": stats}}
     text = render_markdown(r)
     assert "第 2 次只有 64,000：prefill 2 步" in text
     assert "垃圾回收 3 次（最长 412.5 毫秒）" in text and "最快的第 1 次" in text
-    assert "共 600.0 毫秒，在步里 85.0（最长的一步 50.0），步外 515.0" in text
+    assert "共 600.0 毫秒，在步里 85.0（最长的一步 50.0），步外 515.0；Triton 新编译 4 个" in text
+    assert text.count("Triton 新编译") == 1  # 没有这一项的记录（早先的结果）不写
+    assert "只有" not in render_markdown(r, slow_notes=False)
     stats["samples"] = [390e3, 380e3, 386e3]
     assert "只有" not in render_markdown(r)
 

@@ -75,15 +75,21 @@ EXTEND_TILES_CUDA = {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages":
 def decode_tiles_cuda(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
     """GPU 上 16 位的 decode：切几段、块多大、几个 warp、几级流水（H200 上按批大小试过，见 19 章）。
 
-    program 数是 ``bs × KV 头数 × 段数``。切段是为了让 program 够多（约 512 个，132 个 SM 每个
-    几个），请求少时一个请求切成多段（最多 16 段），一段读 64 个 token 的块、8 个 warp 一起算；
-    请求够多时不切，每个 program 用 2 个 warp，省下的线程留给别的 program 同时等显存。
+    program 数是 ``bs × KV 头数 × 段数``。请求够多（不切就有 512 个 program，132 个 SM 每个
+    好几个）时不切，每个 program 用 2 个 warp，省下的线程留给别的 program 同时等显存；批很大时
+    块小一点、三级流水。请求少时一个请求切成多段，凑到约 1024 个 program（最多 16 段），一段读
+    64 个 token 的块：只有几个请求时 4 个 warp、四级流水，多一些时 2 个 warp、不流水。
     段数要是 2 的幂：合并的 kernel 用 ``tl.arange`` 取各段。"""
-    wanted = min(16, max(1, 512 // (bs * num_kv_heads)))
+    programs = bs * num_kv_heads
+    if programs >= 512:
+        if bs >= 128:
+            return 1, {"BLOCK_N": 32, "num_warps": 2, "num_stages": 3}
+        return 1, {"BLOCK_N": 64, "num_warps": 2, "num_stages": 2}
+    wanted = min(16, max(2, 1024 // programs))
     splits = 1 << (wanted.bit_length() - 1)
-    if splits > 1:
-        return splits, {"BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
-    return 1, {"BLOCK_N": 32 if bs >= 128 else 64, "num_warps": 2, "num_stages": 2}
+    if programs < 64:
+        return splits, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 4}
+    return splits, {"BLOCK_N": 64, "num_warps": 2, "num_stages": 1}
 
 
 # << ch19
@@ -146,7 +152,16 @@ def decode_attention(
         splits, tiles = decode_tiles_cuda(bs, num_kv_heads)
     launch = dependent_launch(q)
     # << ch19
-    partial = torch.empty(bs, num_q_heads, splits, head_dim, **f32)
+    out = torch.empty_like(q) if out is None else out
+    # ~~ ch18 < ch19
+    # ~ partial = torch.empty(bs, num_q_heads, splits, head_dim, **f32)
+    # ~~
+    # >> ch19
+    # 不切段时没有要合并的：partial kernel 直接写 out（它的 (bs, Hq, 1, D) 视图），少启动一个 kernel
+    partial = (
+        out.unsqueeze(2) if splits == 1 else torch.empty(bs, num_q_heads, splits, head_dim, **f32)
+    )
+    # << ch19
     lse = torch.empty(bs, num_q_heads, splits, **f32)
     _decode_partial_kernel[(bs, num_kv_heads, splits)](
         q, k_pool, v_pool, page_table, rows, kv_lens, partial, lse,
@@ -156,7 +171,10 @@ def decode_attention(
         GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)), D=head_dim,
         NUM_SPLITS=splits, IEEE=_ieee(q.dtype), **tiles, **launch,
     )  # fmt: skip
-    out = torch.empty_like(q) if out is None else out
+    # >> ch19
+    if splits == 1:
+        return out
+    # << ch19
     _decode_reduce_kernel[(bs, num_q_heads)](
         partial, lse, out,
         partial.stride(0), partial.stride(1), partial.stride(2), lse.stride(0), lse.stride(1),

@@ -161,6 +161,12 @@ def _decode_partial_kernel(
     empty = end <= start
     out = tl.where(empty, 0.0, acc / tl.where(l_i == 0, 1.0, l_i)[:, None])
     lse = tl.where(empty, float("-inf"), m_i + tl.log(tl.where(l_i == 0, 1.0, l_i)))
+    # >> ch19
+    if NUM_SPLITS == 1:  # 不切段（第 19 章）：O_PART 就是输出，写最终结果，不用合并
+        tl.store(O_PART + b * stride_ob + heads[:, None] * stride_oh + offs_d[None, :],
+                 out.to(O_PART.dtype.element_ty), mask=g_mask[:, None])  # fmt: skip
+        return
+    # << ch19
     tl.store(O_PART + b * stride_ob + heads[:, None] * stride_oh + split * stride_os
              + offs_d[None, :], out, mask=g_mask[:, None])  # fmt: skip
     tl.store(LSE_PART + b * stride_lb + heads * stride_lh + split, lse, mask=g_mask)

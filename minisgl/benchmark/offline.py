@@ -137,6 +137,33 @@ def _alloc_retries(device: torch.device) -> int:
 
 
 @contextmanager
+def _triton_compiles() -> Iterator[list[int | None]]:
+    """``with`` 块里 Triton 新编译了几个 kernel（从磁盘缓存载入的也算：同样是这个进程第一次见到
+    这组参数）。挂在 Triton 的编译钩子上，原来的钩子照样调用；没有 triton、或者版本太老没有
+    这个钩子时是 None。解释器不编译，CPU 上总是 0。"""
+    count: list[int | None] = [None]
+    try:
+        from triton import knobs
+
+        runtime = knobs.runtime
+        previous = runtime.jit_post_compile_hook
+    except (ImportError, AttributeError):
+        yield count
+        return
+
+    def on_compile(*args: Any, **kwargs: Any) -> Any:
+        count[0] = (count[0] or 0) + 1
+        return previous(*args, **kwargs) if previous else None
+
+    count[0] = 0
+    runtime.jit_post_compile_hook = on_compile
+    try:
+        yield count
+    finally:
+        runtime.jit_post_compile_hook = previous
+
+
+@contextmanager
 def sample_notes(llm: LLM) -> Iterator[dict[str, Any]]:
     """量一次的同时记下几件可能让这一次变慢的事，``with`` 块结束时填进产出的字典：
 
@@ -145,7 +172,9 @@ def sample_notes(llm: LLM) -> Iterator[dict[str, Any]]:
     - ``alloc_retries``：CUDA 的缓存分配器因为显存不够、把缓存还给驱动再重试了几次；
     - ``wall_ms``、``in_steps_ms``、``longest_step_ms``：``with`` 块的墙钟时间，其中花在
       ``scheduler.step()`` 里的（一步里有主机的准备、GPU 的计算和等它）和最长的一步。慢出来的
-      时间在不在某一步里、还是在步与步之外（加请求、收结果），一看便知。
+      时间在不在某一步里、还是在步与步之外（加请求、收结果），一看便知；
+    - ``triton_compiles``：Triton 在这一次里新编译了几个 kernel。一组没见过的参数（比如一个整数
+      参数头一回不是 16 的倍数）会让 Triton 当场再编译一份，一次要几十到几百毫秒。
 
     偶尔有一次慢得离谱时（H200 上 prefill 的五次里曾有一次慢了 6 倍），拿它和别的几次对照。"""
     scheduler = llm.scheduler
@@ -175,7 +204,8 @@ def sample_notes(llm: LLM) -> Iterator[dict[str, Any]]:
     scheduler.step = timed_step  # type: ignore[method-assign]  # 实例属性盖住方法，结束时删掉
     start = time.perf_counter()
     try:
-        yield notes
+        with _triton_compiles() as compiles:
+            yield notes
     finally:
         wall = time.perf_counter() - start
         del scheduler.step
@@ -191,6 +221,7 @@ def sample_notes(llm: LLM) -> Iterator[dict[str, Any]]:
     notes["wall_ms"] = 1000 * wall
     notes["in_steps_ms"] = 1000 * sum(step_seconds)
     notes["longest_step_ms"] = 1000 * max(step_seconds, default=0.0)
+    notes["triton_compiles"] = compiles[0]
 
 
 def _params(output_lens: Sequence[int]) -> list[SamplingParams]:

@@ -162,7 +162,7 @@ def _decode(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
     return out + _table(header + ["下限", "下限 / 本书"], rows)
 
 
-def _prefill(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
+def _prefill(r: dict[str, Any], peers: list[tuple[str, str]], slow_notes: bool) -> list[str]:
     p = r["prefill"]
     out = [f"**prefill**（{p['batch_size']} 个请求 × {p['context_len']} 个 token）", ""]
     roof = p.get("floor_tokens_per_s")
@@ -173,7 +173,8 @@ def _prefill(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
         rows.append([name, _fmt(x, ",.0f"), _ratio(ours, x), _share(median(x), roof)])
     if roof:
         rows.append(["屋顶线上限", f"{roof:,.0f}", "—", "100 %"])
-    return out + _table(["", "提示 token/s", "本书是它的几倍", "实测 / 上限"], rows) + _slow(ours)
+    out += _table(["", "提示 token/s", "本书是它的几倍", "实测 / 上限"], rows)
+    return out + (_slow(ours) if slow_notes else [])
 
 
 def _note(note: dict[str, Any]) -> str:
@@ -189,6 +190,8 @@ def _note(note: dict[str, Any]) -> str:
             f"；共 {note['wall_ms']:.1f} 毫秒，在步里 {note['in_steps_ms']:.1f}"
             f"（最长的一步 {note['longest_step_ms']:.1f}），步外 {outside:.1f}"
         )
+    if note.get("triton_compiles") is not None:
+        text += f"；Triton 新编译 {note['triton_compiles']} 个 kernel"
     return text
 
 
@@ -289,8 +292,9 @@ def _notes(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
     return out
 
 
-def render_markdown(r: dict[str, Any]) -> str:
-    """结果 → markdown：离线吞吐、decode 延迟、prefill、在线、屋顶线，各一张表。"""
+def render_markdown(r: dict[str, Any], slow_notes: bool = True) -> str:
+    """结果 → markdown：离线吞吐、decode 延迟、prefill、在线、屋顶线，各一张表。``slow_notes``：
+    prefill 表下面列出慢了一倍以上的那几次的记录（有的话）。"""
     meta = r["meta"]
     out = [f"`{meta['command']}` · {meta['device']} · torch {meta['torch']} · {meta['date']}", ""]
     peers = _peers(r)
@@ -299,7 +303,7 @@ def render_markdown(r: dict[str, Any]) -> str:
     if r.get("decode"):
         out += _decode(r, peers)
     if r.get("prefill"):
-        out += _prefill(r, peers)
+        out += _prefill(r, peers, slow_notes)
     if r.get("online"):
         out += _online(r["online"])
     if r.get("roof"):

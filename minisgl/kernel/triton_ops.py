@@ -63,9 +63,12 @@ def dependent_launch(x: torch.Tensor) -> dict[str, bool]:
     kernel 首尾相接，每个的启动和"第一次读显存要等的那一下"都能藏进前一个里。
 
     规矩只有一条：打开了它的 kernel，读写前一个 kernel 碰过的内存之前必须先 ``gdc_wait``。
-    这里的 kernel 都在开头（线性层在读第一块权重之后）等。每个进程按设备决定一次；
-    ``MINISGL_DISABLE_PDL=1`` 关掉它，用来对比。"""
-    if _dependent_launch_on(x.device):
+    这里的 kernel 都在开头（线性层在读第一块权重之后）等。
+
+    只在录 CUDA Graph 时打开：好处全在 decode 那串几微秒的小 kernel 上；不录图时跑的是 prefill
+    这样的大 kernel，前一个还没算完，下一个的程序就占着 SM 空等，H200 上 prefill 反而慢 4～8 %。
+    支不支持按设备决定一次；``MINISGL_DISABLE_PDL=1`` 关掉它，用来对比。"""
+    if _dependent_launch_on(x.device) and torch.cuda.is_current_stream_capturing():
         return {"PDL": True, "launch_pdl": True}
     return {"PDL": False}
 
@@ -338,6 +341,12 @@ def _silu_and_mul_kernel(
     tl.store(OUT + row * stride_o + cols, y.to(gate.dtype), mask=mask)
 
 
+def _silu_block(rows: int) -> int:
+    """每个程序算几个数。decode 的一两行要切成小块才分得到多个 SM；行多时块小了程序太多，
+    调度它们比读写本身还费时间（H200 上 16384 行 × 3072：256 个一块 237 µs，1024 个 72 µs）。"""
+    return 256 if rows < 64 else 512 if rows < 512 else 1024
+
+
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     """``ops.silu_and_mul`` 的一个 kernel 版：``(…, 2I) -> (…, I)``，输出是新的连续张量。"""
     if x.stride(-1) != 1 or x.shape[-1] % 2:
@@ -346,7 +355,7 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     rows = x.reshape(-1, 2 * n)  # 前面的维度摊平；连续时是视图
     out = torch.empty(*x.shape[:-1], n, dtype=x.dtype, device=x.device)
     if rows.shape[0] and n:
-        block = min(triton.next_power_of_2(n), 256)  # 小块、多程序：decode 的一行也分到多个 SM
+        block = min(triton.next_power_of_2(n), _silu_block(rows.shape[0]))
         _silu_and_mul_kernel[(rows.shape[0], triton.cdiv(n, block))](
             rows, out, rows.stride(0), n, n, PRECISE=x.is_cuda, BLOCK=block,
             **_EXACT, **dependent_launch(x),
