@@ -137,28 +137,28 @@ def _alloc_retries(device: torch.device) -> int:
 
 
 @contextmanager
-def _triton_compiles() -> Iterator[list[int | None]]:
+def _triton_compiles() -> Iterator[Callable[[], int | None]]:
     """``with`` 块里 Triton 新编译了几个 kernel（从磁盘缓存载入的也算：同样是这个进程第一次见到
-    这组参数）。挂在 Triton 的编译钩子上，原来的钩子照样调用；没有 triton、或者版本太老没有
-    这个钩子时是 None。解释器不编译，CPU 上总是 0。"""
-    count: list[int | None] = [None]
+    这组参数），产出一个读数的函数。挂在 Triton 的编译钩子上，原来的钩子照样调用；没有 triton、
+    或者版本太老没有这个钩子时读数是 None。解释器不编译，CPU 上总是 0。"""
     try:
         from triton import knobs
 
         runtime = knobs.runtime
         previous = runtime.jit_post_compile_hook
     except (ImportError, AttributeError):
-        yield count
+        yield lambda: None
         return
+    compiled = 0
 
     def on_compile(*args: Any, **kwargs: Any) -> Any:
-        count[0] = (count[0] or 0) + 1
+        nonlocal compiled
+        compiled += 1
         return previous(*args, **kwargs) if previous else None
 
-    count[0] = 0
     runtime.jit_post_compile_hook = on_compile
     try:
-        yield count
+        yield lambda: compiled
     finally:
         runtime.jit_post_compile_hook = previous
 
@@ -221,7 +221,7 @@ def sample_notes(llm: LLM) -> Iterator[dict[str, Any]]:
     notes["wall_ms"] = 1000 * wall
     notes["in_steps_ms"] = 1000 * sum(step_seconds)
     notes["longest_step_ms"] = 1000 * max(step_seconds, default=0.0)
-    notes["triton_compiles"] = compiles[0]
+    notes["triton_compiles"] = compiles()
 
 
 def _params(output_lens: Sequence[int]) -> list[SamplingParams]:
