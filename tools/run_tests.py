@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,6 +59,9 @@ def proved_by_slices() -> list[str]:
 
 
 STAGE_KEYS = ["lint", "model", "slices", "pytest"]
+# 失败的一步在汇总里重复它输出的最后几行：steps.py check 的最后一行点名没通过的章节，
+# pytest 的最后几行是 FAILED 的测试
+TAIL_LINES = 6
 
 
 def stages(n_jobs: int) -> list[tuple[str, str, list[str]]]:
@@ -82,7 +86,8 @@ def stages(n_jobs: int) -> list[tuple[str, str, list[str]]]:
     ]
 
 
-def run(name: str, cmd: list[str], n_jobs: int) -> tuple[bool, float]:
+def run(name: str, cmd: list[str], n_jobs: int) -> tuple[bool, float, list[str]]:
+    """运行一步，输出照常打印；返回（是否通过，用时，输出的最后几行）。"""
     print(f"\n===== {name}: {' '.join(cmd[1:] if cmd[0] == PY else cmd)}", flush=True)
     t = time.perf_counter()
     # mkdocs-material 9.x 每次构建都打印一大段停止维护的提示，与测试无关
@@ -90,8 +95,17 @@ def run(name: str, cmd: list[str], n_jobs: int) -> tuple[bool, float]:
     # 几个进程同时跑时，各自的 torch 只开自己那一份核：每个都按全部核数开线程只会互相抢
     # （16 核的机器上 8 章同时检查，就是上百个线程抢 16 个核）
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n_jobs)))
-    code = subprocess.run(cmd, cwd=REPO, env=env).returncode
-    return code == 0, time.perf_counter() - t
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    with subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            if line.strip():
+                tail.append(line.rstrip())
+    return proc.returncode == 0, time.perf_counter() - t, list(tail)
 
 
 def main(argv: list[str]) -> int:
@@ -106,9 +120,11 @@ def main(argv: list[str]) -> int:
     chosen = [(name, cmd) for key, name, cmd in stages(n_jobs) if key in wanted]
     results = [(name, *run(name, cmd, n_jobs)) for name, cmd in chosen]
     print(f"\n===== 汇总（共 {(time.perf_counter() - start) / 60:.1f} 分钟）")
-    for name, ok, secs in results:
+    for name, ok, secs, tail in results:
         print(f"  {'✓' if ok else '✗'} {name}（{secs:.0f}s）")
-    failed = [name for name, ok, _ in results if not ok]
+        if not ok:  # 日志只留末尾时（CI 常常这样），失败的原因也要在这里看得到
+            print("\n".join(f"      {line}" for line in tail))
+    failed = [name for name, ok, _, _ in results if not ok]
     if failed:
         print(f"\n失败的步骤：{'、'.join(failed)}", flush=True)
         return 1

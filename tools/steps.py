@@ -738,22 +738,26 @@ def check(numbers: list[int], keep: bool = False, jobs: int = 1) -> bool:
     """逐章检查：标记、编译、ruff、只用切片的导入、main、测试、CPU 录制是否最新。
 
     ``jobs > 1`` 时几章同时检查（每章都在自己的临时目录里、自己的子进程中，互不相干）；
-    每章的结果在这一章检查完后整段打印，顺序和章号一致。
+    每章的结果在这一章检查完后整段打印，顺序和章号一致。有章节没通过时，最后一行再点一次名：
+    日志只留末尾几行时（CI 常常这样），也看得出是哪一章的哪一步。
     """
     validate()
     _ensure_models()
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         futures = [pool.submit(_check_one, n, keep) for n in numbers]
-        results = []
-        for future in futures:  # 按章号顺序打印：前一章没检查完时，后一章的结果先等着
-            ok, log = future.result()
+        failures = []
+        for n, future in zip(numbers, futures):  # 按章号顺序打印：前一章没检查完时，后一章先等着
+            failed, log = future.result()
             print(log, end="", flush=True)
-            results.append(ok)
-    return all(results)
+            if failed:
+                failures.append(f"第 {n} 章（{failed}）")
+    if failures:
+        print(f"\n没有通过：{'；'.join(failures)}", flush=True)
+    return not failures
 
 
-def _check_one(n: int, keep: bool) -> tuple[bool, str]:
-    """检查一章，返回（是否通过，要打印的全部文字）。"""
+def _check_one(n: int, keep: bool) -> tuple[str | None, str]:
+    """检查一章，返回（没通过的那一步，通过时是 None；要打印的全部文字）。"""
     c = get_chapter(n)
     log: list[str] = []
     start = time.monotonic()
@@ -765,7 +769,7 @@ def _check_one(n: int, keep: bool) -> tuple[bool, str]:
         log.append(textwrap.indent(detail.rstrip()[-6000:], "     | ") + "\n")
         raise _StepFailed(what)
 
-    ok = True
+    failed = None
     root = Path(tempfile.mkdtemp(prefix=f"minisgl-ch{n:02d}-"))
     try:
         compile_slice(n)
@@ -802,14 +806,14 @@ def _check_one(n: int, keep: bool) -> tuple[bool, str]:
         step(f"测试（{tail}）", r.returncode == 0, r.stdout)
     except (StepsError, _StepFailed) as e:
         log.append(f"   ✗ {e}\n")
-        ok = False
+        failed = str(e).splitlines()[0]
     finally:
         if keep:
             log.append(f"   切片保留在 {root}\n")
         else:
             shutil.rmtree(root, ignore_errors=True)
     head = f"== 第 {n} 章 {c.title}（{time.monotonic() - start:.0f}s）\n"
-    return ok, head + "".join(log)
+    return failed, head + "".join(log)
 
 
 class _StepFailed(Exception):

@@ -236,19 +236,25 @@ select = ["E", "F", "W", "I"]
 """
 
 
-def test_check_runs_ruff_on_the_slice(repo: Path, tmp_path: Path) -> None:
+def test_check_runs_ruff_on_the_slice(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """每一章的切片都要过 ruff：只有后面章节才用到的 import 在前面的切片里是 F401，
-    切掉一块后多出来的空行 ruff format 不认。"""
+    切掉一块后多出来的空行 ruff format 不认。``check`` 的最后一行点名没通过的章节和步骤。"""
     for chapter in ("02-two", "03-three"):
         write(repo / f"chapters/{chapter}/main.py", "print('hi')\n")
     write(repo / "chapters/conftest.py", "")
     write(repo / "pyproject.toml", RUFF_CONFIG)
     write(repo / "minisgl/c.py", "import os\n\nC = 1\n# >> ch03\nD = os.sep\n# << ch03\n")
     steps.reset_caches()
-    ok, log = steps._check_one(2, keep=False)
-    assert not ok
+    failed, log = steps._check_one(2, keep=False)
+    assert failed == "ruff check、ruff format --check"
     assert "✗ ruff check" in log and "F401" in log and "`os` imported but unused" in log
     assert "切片导入" not in log  # ruff 不过，后面的步骤不再运行
+    monkeypatch.setattr(steps, "_ensure_models", lambda: None)
+    assert not steps.check([2])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == "没有通过：第 2 章（ruff check、ruff format --check）"
     assert steps.lint_slice(steps.build(3, tmp_path / "out3")) == ""
 
     # 块外的空行每一章都有：第 3 章的切片是干净的，第 2 章的切片里 C 和 E 之间空了 4 行

@@ -1,0 +1,41 @@
+"""run_tests.py 的汇总：失败的一步在汇总里重复它输出的最后几行。"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import run_tests  # noqa: E402
+
+
+def test_summary_repeats_the_tail_of_a_failed_stage(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = "; ".join(f"print('line {i}')" for i in range(10))
+    fake = [
+        ("lint", "passes", [sys.executable, "-c", "print('fine')"]),
+        ("slices", "fails", [sys.executable, "-c", f"{lines}; print(); raise SystemExit(3)"]),
+    ]
+    monkeypatch.setattr(run_tests, "stages", lambda n_jobs: fake)
+    assert run_tests.main([]) == 1
+    out = capsys.readouterr().out
+    summary = out[out.index("===== 汇总") :].splitlines()
+    assert summary[1].startswith("  ✓ passes")
+    assert summary[2].startswith("  ✗ fails")
+    # 空行不算；最后 TAIL_LINES 行原样缩进重复，更早的不重复
+    shown = [f"      line {i}" for i in range(10 - run_tests.TAIL_LINES, 10)]
+    assert summary[3 : 3 + run_tests.TAIL_LINES] == shown
+    assert "      fine" not in summary
+    assert summary[-1] == "失败的步骤：fails"
+    assert out.count("\nline 9\n") == 1  # 照常打印的那一次（汇总里的带缩进）
+
+
+def test_only_named_stages_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = [("lint", "a", [sys.executable, "-c", "pass"]), ("pytest", "b", ["false"])]
+    monkeypatch.setattr(run_tests, "stages", lambda n_jobs: fake)
+    assert run_tests.main(["lint"]) == 0
+    assert run_tests.main(["pytest"]) == 1
+    assert run_tests.main(["nope"]) == 2
