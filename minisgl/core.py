@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Iterator, Literal
 
 import torch
 
@@ -89,8 +89,10 @@ class Req:
     sampling_params: SamplingParams = field(default_factory=SamplingParams)
     device_len: int = field(init=False)
     prompt_len: int = field(init=False)
-    # append_host 的缓冲区：input_ids 是它开头的一段，后面留着空位
+    # append_host 的缓冲区：input_ids 是它开头的一段，后面留着空位；_host_view 是同一块内存的
+    # numpy 视图，写一个元素用它
     _host_buffer: torch.Tensor | None = field(default=None, init=False, repr=False)
+    _host_view: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.input_ids.dim() != 1 or self.input_ids.device.type != "cpu":
@@ -131,6 +133,12 @@ class Req:
         return self.remain_len > 0
 
     @property
+    def host_len(self) -> int:
+        """主机上已知的 token 数，即 ``len(input_ids)``。调度器每一步对每个请求都要问几次，
+        而张量的 ``len()`` 要经过 Python 写的 ``Tensor.__len__``，比直接读形状慢三四倍。"""
+        return self.input_ids.shape[0]
+
+    @property
     def output_ids(self) -> list[int]:
         """已经生成的 token。"""
         return self.input_ids[self.prompt_len :].tolist()
@@ -145,17 +153,18 @@ class Req:
 
         每次 ``torch.cat`` 都要新建几个小张量、把整段拷一遍，一批 256 个请求每一步就是 256 次。
         这里留一块按容量翻倍的缓冲区，``input_ids`` 是它开头的一段，追加只写一个元素。别处早先
-        拿到的 ``input_ids`` 是更短的一段，不受影响。
+        拿到的 ``input_ids`` 是更短的一段，不受影响。那一个元素经 numpy 视图写：给张量的一个元素
+        赋值要近两微秒，numpy 只要几十纳秒。
         """
-        n = len(self.input_ids)
+        n = self.host_len
         buffer = self._host_buffer
         # 第一次追加、放满了，或者 input_ids 不是这块缓冲区的（比如从别的请求那里接过来的）：
         # 换一块两倍大的，已有的 token 拷过去
-        if buffer is None or n >= len(buffer) or buffer.data_ptr() != self.input_ids.data_ptr():
+        if buffer is None or n >= buffer.shape[0] or buffer.data_ptr() != self.input_ids.data_ptr():
             buffer = torch.empty(max(2 * n, 16), dtype=self.input_ids.dtype)
             buffer[:n] = self.input_ids
-            self._host_buffer = buffer
-        buffer[n] = int(next_token)
+            self._host_buffer, self._host_view = buffer, buffer.numpy()
+        self._host_view[n] = int(next_token)
         self.input_ids = buffer[: n + 1]
 
     def __repr__(self) -> str:

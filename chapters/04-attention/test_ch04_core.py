@@ -73,11 +73,13 @@ def test_req_lengths_through_prefill_and_decode() -> None:
     req = Req(ids(7), table_idx=3, cached_len=4, output_len=2)
     assert (req.cached_len, req.device_len, req.extend_len) == (4, 7, 3)
     assert (req.max_device_len, req.remain_len, req.can_decode) == (9, 2, True)
+    assert req.host_len == 7
     # 一步之后：采样出的 token 记到主机上，它是下一步唯一的新 token
     req.append_host(555)
     req.complete_one()
     assert (req.cached_len, req.device_len, req.extend_len) == (7, 8, 1)
     assert req.input_ids.tolist()[-1] == 555 and req.input_ids.dtype == torch.int32
+    assert req.host_len == len(req.input_ids) == 8
     assert req.output_ids == [555]
     req.append_host(torch.tensor([666]))
     req.complete_one()

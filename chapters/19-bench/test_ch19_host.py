@@ -154,6 +154,7 @@ def test_append_host_equals_concatenating() -> None:
         req.append_host(token if token % 2 else torch.tensor([token]))
         want = torch.cat([want, torch.tensor([token], dtype=torch.int32)])
         assert torch.equal(req.input_ids, want) and req.input_ids.dtype == torch.int32
+        assert req.host_len == len(want)
     assert torch.equal(prompt, torch.arange(5, dtype=torch.int32))  # 调用方给的提示没被改
     assert all(torch.equal(seen, expected) for seen, expected in views)  # 早先的那一段都没变
     # 退回队列的请求（第 17 章）把 input_ids 交给一个新请求：两个都追加，互不干扰

@@ -210,7 +210,7 @@ class CacheManager:
         一遍的重复 KV，请求这边的那几页还回空闲列表，页表这一行改指缓存的页。最后把锁从旧的
         前缀挪到新的、更长的前缀上。不满一页的尾巴仍归请求自己。
         """
-        done = align_down(min(req.cached_len, len(req.input_ids)), self.page_size)
+        done = align_down(min(req.cached_len, req.host_len), self.page_size)
         old = req.cache_handle.cached_len // self.page_size
         if done // self.page_size <= old:
             return

@@ -62,7 +62,7 @@ class PrefillManager:
             # >> ch17
             # 乐观接纳时，它预留的页可能已经被 decode 用掉了：这一块放不下就先等着，这一步去
             # decode（decode 缺页时会退回请求，页总会空出来）。它排在队头，后面的请求也等着
-            end = req.cached_len + min(len(req.input_ids) - req.cached_len, budget)
+            end = req.cached_len + min(req.host_len - req.cached_len, budget)
             if self.cache.pages_missing(req, end) > self.cache.available_pages:
                 self.chunked = req
                 return []
@@ -129,7 +129,7 @@ class PrefillManager:
         # >> ch17
         if self.headroom is not None:
             # 乐观接纳：只留到眼下之后 headroom 个 token（提示还没算完的，先算上整个提示）
-            now = max(req.device_len, len(req.input_ids))
+            now = max(req.device_len, req.host_len)
             return min(req.max_device_len, now + self.headroom)
         # << ch17
         return req.max_device_len
@@ -158,7 +158,7 @@ class PrefillManager:
     def _take_chunk(self, req: SchedReq, budget: int) -> None:
         """这一步算提示的下一块：``cached_len`` 起最多 ``budget`` 个 token，``device_len`` 设到
         块的末尾。没算完的请求记为 ``chunked``，下一步排在最前面。"""
-        size = min(len(req.input_ids) - req.cached_len, budget)
+        size = min(req.host_len - req.cached_len, budget)
         req.device_len = req.cached_len + size
         if req.is_chunked:
             self.chunked = req

@@ -267,7 +267,7 @@ class Scheduler:
             self.prefill_manager.chunked = None
         req.retracted = True  # 重叠调度时，正在前向的那一步里它的结果到达时跳过
         self._free_req(req)
-        generated = len(req.input_ids) - req.prompt_len
+        generated = req.host_len - req.prompt_len
         self.prefill_manager.requeue(
             PendingReq(
                 req.uid,
@@ -323,8 +323,11 @@ class Scheduler:
         self.last_token[rows] = next_tokens.to(torch.int32)
         # << ch11
         # >> ch09
-        # 提示还没算完的请求（分块）：不采样、不 decode；记下来交给 process，它们的 token 丢掉
-        chunked = frozenset(r.uid for r in batch.reqs if r.is_chunked)  # type: ignore[attr-defined]
+        # 提示还没算完的请求（分块）：不采样、不 decode；记下来交给 process，它们的 token 丢掉。
+        # 只有 prefill 批次里才有（decode 批次不用逐个去问，每一步能省下几百次）
+        chunked: frozenset[int] = frozenset()
+        if batch.is_prefill:
+            chunked = frozenset(r.uid for r in batch.reqs if r.is_chunked)  # type: ignore[attr-defined]
         # << ch09
         for req in batch.reqs:
             # >> ch09
@@ -401,9 +404,10 @@ class Scheduler:
                 continue
             # << ch11
             req.append_host(token)
+            generated = req.host_len - req.prompt_len  # 数主机上收到的 token
             if token in self.eos_token_ids and not req.sampling_params.ignore_eos:
                 req.finish_reason = "stop"
-            elif len(req.input_ids) - req.prompt_len >= req.output_len:  # 数主机上收到的 token
+            elif generated >= req.output_len:
                 req.finish_reason = "length"
             if req.finished:
                 self._free_req(req)
@@ -415,7 +419,7 @@ class Scheduler:
                     req.finish_reason,
                     # >> ch16
                     prompt_tokens=req.prompt_len,
-                    completion_tokens=len(req.input_ids) - req.prompt_len,
+                    completion_tokens=generated,
                     # << ch16
                 )
             )

@@ -65,7 +65,7 @@ class SchedReq(Req):
     @property
     def is_chunked(self) -> bool:
         """提示还没有全部送进模型（分块预填充的中间状态）：这时采样出的 token 没有意义。"""
-        return self.device_len < len(self.input_ids)
+        return self.device_len < self.host_len
 
     # << ch09
     # >> ch11
@@ -85,12 +85,13 @@ class SchedReq(Req):
         return self.finish_reason is not None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TokenOutput:
     """调度器每一步对外的输出：某个请求新生成了一个 token（或者结束了）。
 
     ``token`` 为 None 表示没有新 token（出错的请求）；``finished`` 时 ``finish_reason`` 说明原因，
-    出错时 ``error`` 是给人看的说明。
+    出错时 ``error`` 是给人看的说明。每一步每个请求一个：不用 ``frozen``（冻结的 dataclass 每个
+    字段都经 ``object.__setattr__`` 赋值，构造慢一倍多），``slots`` 又省下实例的字典。
     """
 
     uid: int
