@@ -96,8 +96,15 @@ def run(name: str, cmd: list[str], n_jobs: int) -> tuple[bool, float, list[str]]
     # （16 核的机器上 8 章同时检查，就是上百个线程抢 16 个核）
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n_jobs)))
     tail: deque[str] = deque(maxlen=TAIL_LINES)
+    # 输出原样转印：不是合法 UTF-8 的字节（比如测试打出的半个汉字）换成替换字符，不让汇总本身出错
     with subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        encoding="utf-8",
+        errors="replace",
     ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:

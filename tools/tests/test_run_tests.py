@@ -33,6 +33,18 @@ def test_summary_repeats_the_tail_of_a_failed_stage(
     assert out.count("\nline 9\n") == 1  # 照常打印的那一次（汇总里的带缩进）
 
 
+def test_output_that_is_not_utf8_is_passed_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """半个汉字之类的坏字节换成替换字符照样转印，汇总照常。"""
+    code = "import sys; sys.stdout.buffer.write(b'half \\xe4\\xb8 char\\n'); sys.exit(1)"
+    monkeypatch.setattr(
+        run_tests, "stages", lambda n_jobs: [("lint", "bad", [sys.executable, "-c", code])]
+    )
+    assert run_tests.main([]) == 1
+    assert "      half \ufffd char" in capsys.readouterr().out
+
+
 def test_only_named_stages_run(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = [("lint", "a", [sys.executable, "-c", "pass"]), ("pytest", "b", ["false"])]
     monkeypatch.setattr(run_tests, "stages", lambda n_jobs: fake)
