@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import time
-from collections import deque
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,6 +63,11 @@ STAGE_KEYS = ["lint", "model", "slices", "pytest"]
 TAIL_LINES = 6
 
 
+# 每一步的时限（秒）：正常时用不到三分之一（2 核的机器上切片约 11 分钟、pytest 约 12 分钟），
+# 只为卡住时按时失败并打出汇总；加起来也在 CI 的 90 分钟之内
+STAGE_TIMEOUT = {"lint": 300, "model": 300, "slices": 2400, "pytest": 2100}
+
+
 def stages(n_jobs: int) -> list[tuple[str, str, list[str]]]:
     """(键, 名字, 命令)。键用来在命令行上只跑其中几步：``run_tests.py slices pytest``。"""
     pytest = [PY, "-m", "pytest", "-q", "-n", str(n_jobs), "--dist", "loadfile"]
@@ -86,33 +90,25 @@ def stages(n_jobs: int) -> list[tuple[str, str, list[str]]]:
     ]
 
 
-def run(name: str, cmd: list[str], n_jobs: int) -> tuple[bool, float, list[str]]:
+def run(name: str, cmd: list[str], n_jobs: int, timeout: float) -> tuple[bool, float, list[str]]:
     """运行一步，输出照常打印；返回（是否通过，用时，输出的最后几行）。"""
     print(f"\n===== {name}: {' '.join(cmd[1:] if cmd[0] == PY else cmd)}", flush=True)
-    t = time.perf_counter()
     # mkdocs-material 9.x 每次构建都打印一大段停止维护的提示，与测试无关
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
     # 几个进程同时跑时，各自的 torch 只开自己那一份核：每个都按全部核数开线程只会互相抢
     # （16 核的机器上 8 章同时检查，就是上百个线程抢 16 个核）
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // n_jobs)))
-    tail: deque[str] = deque(maxlen=TAIL_LINES)
-    # 输出原样转印：不是合法 UTF-8 的字节（比如测试打出的半个汉字）换成替换字符，不让汇总本身出错
-    with subprocess.Popen(
-        cmd,
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        encoding="utf-8",
-        errors="replace",
-    ) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            sys.stdout.flush()
-            if line.strip():
-                tail.append(line.rstrip())
-    return proc.returncode == 0, time.perf_counter() - t, list(tail)
+
+    def echo(line: str) -> None:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+    # 输出原样转印（不是合法 UTF-8 的字节换成替换字符）；超时、留下了进程都算这一步失败
+    r = steps.run_bounded(cmd, cwd=REPO, env=env, timeout=timeout, echo=echo)
+    if r.problem():
+        print(r.problem(), flush=True)
+    lines = [line.rstrip() for line in f"{r.output}\n{r.problem()}".splitlines() if line.strip()]
+    return r.ok, r.seconds, lines[-TAIL_LINES:]
 
 
 def main(argv: list[str]) -> int:
@@ -124,8 +120,8 @@ def main(argv: list[str]) -> int:
         return 2
     start = time.perf_counter()
     n_jobs = jobs()
-    chosen = [(name, cmd) for key, name, cmd in stages(n_jobs) if key in wanted]
-    results = [(name, *run(name, cmd, n_jobs)) for name, cmd in chosen]
+    chosen = [stage for stage in stages(n_jobs) if stage[0] in wanted]
+    results = [(name, *run(name, cmd, n_jobs, STAGE_TIMEOUT[key])) for key, name, cmd in chosen]
     print(f"\n===== 汇总（共 {(time.perf_counter() - start) / 60:.1f} 分钟）")
     for name, ok, secs, tail in results:
         print(f"  {'✓' if ok else '✗'} {name}（{secs:.0f}s）")

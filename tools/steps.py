@@ -41,15 +41,22 @@ import difflib
 import functools
 import os
 import re
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
+import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 try:
     import tomllib
@@ -589,6 +596,149 @@ def excerpt(n: int, rel: str, qualname: str) -> Excerpt:
     return excerpt_text(text, qualname, f"{PACKAGE}/{rel}")
 
 
+# ---------------------------------------------------------------- 限时运行子进程
+
+# 限时运行一条命令，连同它起的全部进程一起收拾：测试脚本用它，卡住的一步不会拖住整轮测试。
+#
+# ``subprocess.run(..., timeout=...)`` 管不住两种情况：
+#
+# - 超时只杀直接的子进程。它起的进程（tokenizer、调度器、服务器……）还活着，又握着输出管道的
+#   写端，读输出的一方就永远等不到结尾；
+# - 子进程自己退出了，它起的进程却留了下来：同样握着管道，或者在后台一直占着 CPU 和端口。
+#
+# 所以每条命令在环境变量 ``MINISGL_RUN_TAG`` 里带一个只属于它的标记：子进程、孙进程……无论换了
+# 进程组、会话，还是父进程已经退出，环境变量都跟着它们。按这个标记找出全部后代：
+#
+# - 超时：先让它们各自打印所有线程的 Python 栈（``PYTHONFAULTHANDLER``，收到 SIGABRT 时打印），
+#   看得出卡在哪里，再全部杀掉；
+# - 主进程退出后过了 ``grace`` 秒还活着的后代：同样打印栈、杀掉，并记为"留下了进程"。
+
+RUN_TAG = "MINISGL_RUN_TAG"
+
+
+@dataclass
+class Finished:
+    """一条命令的结果。``returncode`` 为 None：超时，被杀掉了。"""
+
+    returncode: int | None
+    output: str
+    seconds: float
+    timeout: float
+    leftovers: list[str] = field(default_factory=list)  # 主进程退出后还活着、被杀掉的进程
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.leftovers
+
+    def problem(self) -> str:
+        """超时、留下了进程时的一段说明（放在输出后面）；都没有时是空串。"""
+        lines = []
+        if self.returncode is None:
+            lines.append(f"超时：{self.timeout:.0f} 秒还没有结束，连同它起的进程一起杀掉了")
+        if self.leftovers:
+            lines.append(f"主进程退出后留下了 {len(self.leftovers)} 个进程（已杀掉）：")
+            lines += [f"  {cmd}" for cmd in self.leftovers]
+        return "\n".join(lines)
+
+
+def tagged_processes(tag: str) -> list[psutil.Process]:
+    """环境变量里带着这个标记的进程：一条命令起的全部进程。"""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if tag in proc.environ().get(RUN_TAG, "").split():
+                found.append(proc)
+        except (psutil.Error, OSError):  # 刚刚退出，或者属于别的用户
+            pass
+    return found
+
+
+def _describe(proc: psutil.Process) -> str:
+    try:
+        return f"{proc.pid} {' '.join(proc.cmdline())[:200]}"
+    except psutil.Error:
+        return str(proc.pid)
+
+
+def _dump_and_kill(procs: list[psutil.Process]) -> None:
+    """先 SIGABRT（Python 进程打印各线程的栈后退出），等几秒，还在的 SIGKILL。"""
+    for proc in procs:
+        try:
+            proc.send_signal(signal.SIGABRT)
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=5)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=5)
+
+
+def run_bounded(
+    cmd: list[str],
+    *,
+    cwd: str | os.PathLike[str],
+    env: dict[str, str],
+    timeout: float,
+    echo: Callable[[str], None] | None = None,
+    grace: float = 10.0,
+) -> Finished:
+    """运行 ``cmd``，标准输出和标准错误合在一起收下（``echo`` 给了时每一行也交给它）。
+
+    输出按 UTF-8 解码，坏字节换成替换字符。SIGABRT 打印栈之后本该生成 core 文件：这里把
+    core 文件的上限设成 0（子进程继承），不在仓库或临时目录里留下几百 MB 的文件。
+    """
+    tag = uuid.uuid4().hex
+    # 套着运行时（run_tests.py → steps.py check → 每一章）标记一层层往后加：外层超时时，
+    # 里层起的进程也带着外层的标记，一起被找到
+    outer = env.get(RUN_TAG, "")
+    env = {**env, RUN_TAG: f"{outer} {tag}".strip(), "PYTHONFAULTHANDLER": "1"}
+    _, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, hard))
+    start = time.monotonic()
+    lines: list[str] = []
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        encoding="utf-8",
+        errors="replace",
+    )
+    assert proc.stdout is not None
+    stdout = proc.stdout
+
+    def read() -> None:
+        for line in stdout:
+            lines.append(line)
+            if echo is not None:
+                echo(line)
+
+    # 读输出放在另一个线程：管道被留下来的进程握着时，读的一方等不到结尾，但主线程照样能收拾
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    leftovers: list[str] = []
+    try:
+        returncode: int | None = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        returncode = None
+        _dump_and_kill(tagged_processes(tag))  # 主进程自己也带着标记
+        proc.kill()  # 万一没找到它（读不了它的环境变量）；已经退出时什么也不做
+        proc.wait()
+    else:
+        deadline = time.monotonic() + grace
+        while (rest := tagged_processes(tag)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if rest:
+            leftovers = [_describe(p) for p in rest]
+            _dump_and_kill(rest)
+    reader.join(timeout=10)  # 留下的进程都杀掉了，管道应当已经到了结尾
+    return Finished(returncode, "".join(lines), time.monotonic() - start, timeout, leftovers)
+
+
 # ---------------------------------------------------------------- 构建切片
 
 
@@ -683,6 +833,12 @@ _RUN_MAIN = (
     "sys.argv = [sys.argv[1]]; runpy.run_path(sys.argv[0], run_name='__main__')"
 )
 
+# 检查一章时每一步的时限（秒）。正常时远远用不完（2 核的机器上：导入几秒，main 最多一分钟，
+# 最慢的一章测试约 3 分钟）；只为卡住时按时失败、说出卡在哪里，而不是让整轮测试一直等下去
+IMPORT_TIMEOUT = 300
+MAIN_TIMEOUT = 600
+TESTS_TIMEOUT = 1500
+
 # 在只有切片的解释器里导入切片中的每一个模块
 _IMPORT_ALL = (
     "import importlib, os, sys; root = os.path.realpath(os.environ['MINISGL_SLICE_ROOT']); "
@@ -709,22 +865,17 @@ def run_main(
     n: int,
     root: Path,
     device: str | None,
-    timeout: int = 600,
     model: str | None = None,
     tp: int = 0,
-) -> tuple[int, str]:
+) -> Finished:
     c = get_chapter(n)
     main = root / "chapters" / c.dir.name / c.main.name
-    proc = subprocess.run(
+    return run_bounded(
         [sys.executable, "-c", _RUN_MAIN, str(main.relative_to(root))],
         cwd=root,
         env=_slice_env(root, n, device, model, tp),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=timeout,
+        timeout=MAIN_TIMEOUT,
     )
-    return proc.returncode, proc.stdout
 
 
 def _ensure_models() -> None:
@@ -778,32 +929,26 @@ def _check_one(n: int, keep: bool) -> tuple[str | None, str]:
         step("ruff check、ruff format --check", not problems, problems)
         env = _slice_env(root, n, "cpu")
         mods = _module_names(n)
-        r = subprocess.run(
-            [sys.executable, "-c", _IMPORT_ALL, *mods],
-            cwd=root,
-            env=env,
-            capture_output=True,
-            text=True,
+        r = run_bounded(
+            [sys.executable, "-c", _IMPORT_ALL, *mods], cwd=root, env=env, timeout=IMPORT_TIMEOUT
         )
-        step(f"切片导入（{len(mods)} 个模块）", r.returncode == 0, r.stdout + r.stderr)
-        code, output = run_main(n, root, "cpu")
-        step("main（cpu）", code == 0, output)
+        step(f"切片导入（{len(mods)} 个模块）", r.ok, _report(r))
+        r = run_main(n, root, "cpu")
+        step("main（cpu）", r.ok, _report(r))
         rec = c.dir / "output.cpu.txt"
         if rec.exists():
-            problems = _compare_recording(c, output)
+            problems = _compare_recording(c, r.output)
             step("CPU 录制与本次输出一致", not problems, problems)
         else:
             step("CPU 录制存在", False, f"缺少 {rec.relative_to(REPO)}：运行 steps.py record {n}")
-        r = subprocess.run(
+        r = run_bounded(
             [sys.executable, "-m", "pytest", "-q", f"chapters/{c.dir.name}"],
             cwd=root,
             env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+            timeout=TESTS_TIMEOUT,
         )
-        tail = "\n".join(r.stdout.strip().splitlines()[-1:])
-        step(f"测试（{tail}）", r.returncode == 0, r.stdout)
+        tail = "\n".join(r.output.strip().splitlines()[-1:])
+        step(f"测试（{tail}）", r.ok, _report(r))
     except (StepsError, _StepFailed) as e:
         log.append(f"   ✗ {e}\n")
         failed = str(e).splitlines()[0]
@@ -818,6 +963,11 @@ def _check_one(n: int, keep: bool) -> tuple[str | None, str]:
 
 class _StepFailed(Exception):
     pass
+
+
+def _report(r: Finished) -> str:
+    """失败时给读者看的：命令的输出，超时或留下了进程时再加一段说明。"""
+    return f"{r.output.rstrip()}\n{r.problem()}".strip()
 
 
 # ---------------------------------------------------------------- 录制运行结果
@@ -887,9 +1037,10 @@ def record(n: int, device: str, model: str | None = None, tp: int = 0) -> Path:
             raise StepsError(f"tp={tp} 的录制要 {tp} 块 GPU，这里只有 {gpus} 块")
         if tp:
             dev = f"{tp} × {dev}"
-        code, output = run_main(n, root, device, model=model, tp=tp)
-        if code != 0:
-            raise StepsError(f"第 {n} 章的 main 在 {device} 上失败：\n{output[-4000:]}")
+        r = run_main(n, root, device, model=model, tp=tp)
+        if not r.ok:
+            raise StepsError(f"第 {n} 章的 main 在 {device} 上失败：\n{_report(r)[-4000:]}")
+        output = r.output
     finally:
         shutil.rmtree(root, ignore_errors=True)
     header = {

@@ -51,3 +51,20 @@ def test_only_named_stages_run(monkeypatch: pytest.MonkeyPatch) -> None:
     assert run_tests.main(["lint"]) == 0
     assert run_tests.main(["pytest"]) == 1
     assert run_tests.main(["nope"]) == 2
+
+
+def test_a_stage_that_hangs_fails_on_time(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """卡住的一步到时被杀掉、记为失败，后面的步骤照常运行，汇总照常打印。"""
+    fake = [
+        ("slices", "hangs", [sys.executable, "-c", "import time; time.sleep(600)"]),
+        ("pytest", "after", [sys.executable, "-c", "print('ran')"]),
+    ]
+    monkeypatch.setattr(run_tests, "stages", lambda n_jobs: fake)
+    monkeypatch.setitem(run_tests.STAGE_TIMEOUT, "slices", 2)
+    assert run_tests.main([]) == 1
+    out = capsys.readouterr().out
+    summary = out[out.index("===== 汇总") :]
+    assert "✗ hangs" in summary and "✓ after" in summary
+    assert "超时：2 秒还没有结束" in summary

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from pathlib import Path
 
+import psutil
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -264,6 +266,84 @@ def test_check_runs_ruff_on_the_slice(
     problems = steps.lint_slice(steps.build(2, tmp_path / "out2"))
     assert "$ ruff format --check --diff minisgl" in problems
     assert "1 file would be reformatted" in problems
+
+
+def test_check_fails_a_main_that_hangs_and_shows_where(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """卡住的 main 到时失败：日志里有超时的说明和卡住时的 Python 栈，后面的步骤不再运行。"""
+    main = "import time\n\n\ndef wait():\n    time.sleep(600)\n\n\nwait()\n"
+    write(repo / "chapters/01-one/main.py", main)
+    write(repo / "chapters/conftest.py", "")
+    write(repo / "pyproject.toml", RUFF_CONFIG)
+    steps.reset_caches()
+    monkeypatch.setattr(steps, "MAIN_TIMEOUT", 3)
+    failed, log = steps._check_one(1, keep=False)
+    assert failed == "main（cpu）"
+    assert "超时：3 秒还没有结束" in log
+    assert "in wait" in log and 'main.py", line 5' in log  # faulthandler 打出的栈
+    assert "录制" not in log and "测试" not in log
+
+
+# 起一个换了会话的孙进程（握着同一个输出管道），然后自己睡下或者退出
+SPAWN_GRANDCHILD = """\
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                         start_new_session=True)
+print("grandchild", child.pid, flush=True)
+"""
+
+
+def _grandchild(output: str) -> int:
+    return int(output.split("grandchild ")[1].split()[0])
+
+
+def test_run_bounded_kills_a_hung_command_with_everything_it_started() -> None:
+    code = SPAWN_GRANDCHILD + "time.sleep(600)\n"
+    r = steps.run_bounded([sys.executable, "-c", code], cwd=".", env=dict(os.environ), timeout=3)
+    assert r.returncode is None and not r.ok and r.seconds < 60
+    assert "Fatal Python error: Aborted" in r.output and '<string>", line 5' in r.output
+    assert r.problem().startswith("超时：3 秒")
+    assert not psutil.pid_exists(_grandchild(r.output))
+
+
+def test_run_bounded_reports_and_kills_what_a_finished_command_left_behind() -> None:
+    lines: list[str] = []
+    r = steps.run_bounded(
+        [sys.executable, "-c", SPAWN_GRANDCHILD],
+        cwd=".",
+        env=dict(os.environ),
+        timeout=60,
+        echo=lines.append,
+        grace=1,
+    )
+    assert r.returncode == 0 and not r.ok
+    assert len(r.leftovers) == 1 and "time.sleep(600)" in r.leftovers[0]
+    assert "留下了 1 个进程" in r.problem()
+    assert not psutil.pid_exists(_grandchild(r.output))
+    assert "".join(lines) == r.output
+
+
+def test_run_bounded_outer_timeout_reaches_processes_of_an_inner_run() -> None:
+    """套着运行（run_tests.py → steps.py check）：外层超时，里层起的进程也一起收拾。"""
+    inner = (
+        "import os, sys; sys.path.insert(0, sys.argv[1]); import steps; "
+        f"steps.run_bounded([sys.executable, '-c', {SPAWN_GRANDCHILD + 'time.sleep(600)'!r}], "
+        "cwd='.', env=dict(os.environ), timeout=600, echo=print)"
+    )
+    tools = str(Path(steps.__file__).parent)
+    r = steps.run_bounded(
+        [sys.executable, "-c", inner, tools], cwd=".", env=dict(os.environ), timeout=5
+    )
+    assert r.returncode is None
+    assert not psutil.pid_exists(_grandchild(r.output))
+
+
+def test_run_bounded_plain_success() -> None:
+    r = steps.run_bounded(
+        [sys.executable, "-c", "print('你好')"], cwd=".", env=dict(os.environ), timeout=60
+    )
+    assert r.ok and r.output == "你好\n" and r.problem() == ""
 
 
 def test_slice_that_does_not_compile_names_the_source_line(repo: Path) -> None:
