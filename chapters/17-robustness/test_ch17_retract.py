@@ -53,6 +53,11 @@ def run(sched: Scheduler, params: SamplingParams) -> tuple[dict[int, list[int]],
                 assert out.completion_tokens == MAX_TOKENS
                 finished.add(out.uid)
         sched.check_integrity()
+        # _make_room_for_decode 的捷径靠这一条：运行中的请求下一步只写一个 token，页已经放得下
+        # 它之前的全部 token，所以每个请求最多差一页
+        for req in sched.decode_manager.running:
+            assert req.device_len == req.cached_len + 1
+            assert sched.cache.pages_missing(req, req.cached_len) == 0
         peak = max(peak, len(sched.decode_manager))
     assert finished == set(tokens)
     return tokens, peak

@@ -240,6 +240,11 @@ class Scheduler:
         保证了每个请求单独放得下整个池子，别人的页都已经还回来或者可以淘汰。
         """
 
+        # 每个请求这一步只写一个 token，最多差一页：能拿到的页不少于请求数时一定够，不必逐个去数
+        # （batch 256 时逐个数一遍是每一步几百次函数调用）
+        if len(running) <= self.cache.available_pages:
+            return running
+
         def missing(req: SchedReq) -> int:
             return self.cache.pages_missing(req, req.device_len)
 
