@@ -188,7 +188,7 @@ def render(result: dict[str, Any]) -> str:
 
 PRESETS = {
     # 最后一项是 max_extend_tokens，和基准测试的预设一样
-    "full": ("models/qwen3-0.6b-shape", "bfloat16", 512, 64, (1, 64), 128, 16384),
+    "full": ("models/qwen3-0.6b-shape", "bfloat16", 512, 64, (1, 64, 256), 128, 16384),
     "quick": ("models/tiny-qwen3", "float32", 32, 4, (1, 4), 8, 8192),
 }
 
