@@ -105,9 +105,10 @@ def run(name: str, cmd: list[str], n_jobs: int, timeout: float) -> tuple[bool, f
 
     # 输出原样转印（不是合法 UTF-8 的字节换成替换字符）；超时、留下了进程都算这一步失败
     r = steps.run_bounded(cmd, cwd=REPO, env=env, timeout=timeout, echo=echo)
-    if r.problem():
-        print(r.problem(), flush=True)
-    lines = [line.rstrip() for line in f"{r.output}\n{r.problem()}".splitlines() if line.strip()]
+    problem = r.problem()
+    if problem:
+        print(problem, flush=True)
+    lines = [line.rstrip() for line in r.report().splitlines() if line.strip()]
     return r.ok, r.seconds, lines[-TAIL_LINES:]
 
 

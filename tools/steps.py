@@ -640,6 +640,10 @@ class Finished:
             lines += [f"  {cmd}" for cmd in self.leftovers]
         return "\n".join(lines)
 
+    def report(self) -> str:
+        """给读者看的：命令的输出，超时或留下了进程时后面再加上 ``problem()`` 的说明。"""
+        return f"{self.output.rstrip()}\n{self.problem()}".strip()
+
 
 def tagged_processes(tag: str) -> list[psutil.Process]:
     """环境变量里带着这个标记的进程：一条命令起的全部进程。"""
@@ -932,9 +936,9 @@ def _check_one(n: int, keep: bool) -> tuple[str | None, str]:
         r = run_bounded(
             [sys.executable, "-c", _IMPORT_ALL, *mods], cwd=root, env=env, timeout=IMPORT_TIMEOUT
         )
-        step(f"切片导入（{len(mods)} 个模块）", r.ok, _report(r))
+        step(f"切片导入（{len(mods)} 个模块）", r.ok, r.report())
         r = run_main(n, root, "cpu")
-        step("main（cpu）", r.ok, _report(r))
+        step("main（cpu）", r.ok, r.report())
         rec = c.dir / "output.cpu.txt"
         if rec.exists():
             problems = _compare_recording(c, r.output)
@@ -948,7 +952,7 @@ def _check_one(n: int, keep: bool) -> tuple[str | None, str]:
             timeout=TESTS_TIMEOUT,
         )
         tail = "\n".join(r.output.strip().splitlines()[-1:])
-        step(f"测试（{tail}）", r.ok, _report(r))
+        step(f"测试（{tail}）", r.ok, r.report())
     except (StepsError, _StepFailed) as e:
         log.append(f"   ✗ {e}\n")
         failed = str(e).splitlines()[0]
@@ -963,11 +967,6 @@ def _check_one(n: int, keep: bool) -> tuple[str | None, str]:
 
 class _StepFailed(Exception):
     pass
-
-
-def _report(r: Finished) -> str:
-    """失败时给读者看的：命令的输出，超时或留下了进程时再加一段说明。"""
-    return f"{r.output.rstrip()}\n{r.problem()}".strip()
 
 
 # ---------------------------------------------------------------- 录制运行结果
@@ -1039,7 +1038,7 @@ def record(n: int, device: str, model: str | None = None, tp: int = 0) -> Path:
             dev = f"{tp} × {dev}"
         r = run_main(n, root, device, model=model, tp=tp)
         if not r.ok:
-            raise StepsError(f"第 {n} 章的 main 在 {device} 上失败：\n{_report(r)[-4000:]}")
+            raise StepsError(f"第 {n} 章的 main 在 {device} 上失败：\n{r.report()[-4000:]}")
         output = r.output
     finally:
         shutil.rmtree(root, ignore_errors=True)
