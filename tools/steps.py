@@ -665,13 +665,18 @@ def _describe(proc: psutil.Process) -> str:
 
 
 def _dump_and_kill(procs: list[psutil.Process]) -> None:
-    """先 SIGABRT（Python 进程打印各线程的栈后退出），等几秒，还在的 SIGKILL。"""
+    """逐个 SIGABRT（Python 进程打印各线程的栈后退出），最后还在的 SIGKILL。
+
+    一个一个来：几个进程同时往同一个管道里写栈，行会交错在一起，谁也读不懂。
+    """
+    alive: list[psutil.Process] = []
     for proc in procs:
         try:
             proc.send_signal(signal.SIGABRT)
         except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=5)
+            continue
+        _, still = psutil.wait_procs([proc], timeout=3)
+        alive += still
     for proc in alive:
         try:
             proc.kill()
