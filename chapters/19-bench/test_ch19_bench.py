@@ -44,7 +44,7 @@ from minisgl.benchmark.offline import (
     summarize,
 )
 from minisgl.benchmark.online import percentile
-from minisgl.benchmark.report import render_plots
+from minisgl.benchmark.report import header, render_plots
 from minisgl.benchmark.roofline import DeviceRoof, ModelCost, step_floor, workload_floor
 from minisgl.engine import has_weight_files
 from minisgl.kernel import ops
@@ -303,8 +303,8 @@ def test_prefill_samples_carry_their_notes(tiny_model: Path) -> None:
 
 
 def test_notes_count_triton_compiles(tiny_model: Path) -> None:
-    """Triton 每编译一个 kernel 调用一次编译钩子：``with`` 块里调用两次，记下的就是 2；原来的钩子
-    照样被调用，块结束时换回来。"""
+    """Triton 每编译一个 kernel 调用一次编译钩子：``with`` 块里调用两次，记下的就是 2，连同 Triton
+    给的说明（``repr``，没有时用 ``key``）；原来的钩子照样被调用，块结束时换回来。"""
     from triton import knobs
 
     seen: list[str] = []
@@ -313,10 +313,11 @@ def test_notes_count_triton_compiles(tiny_model: Path) -> None:
     try:
         llm = _tiny_llm(tiny_model, overlap=False)
         with offline.sample_notes(llm) as note:
-            knobs.runtime.jit_post_compile_hook(key="a")
+            knobs.runtime.jit_post_compile_hook(key="a", repr="_k[num_warps=4](n: i32D)")
             knobs.runtime.jit_post_compile_hook(key="b")
         llm.shutdown()
         assert note["triton_compiles"] == 2 and seen == ["a", "b"]
+        assert note["triton_kernels"] == ["_k[num_warps=4](n: i32D)", "b"]
         assert knobs.runtime.jit_post_compile_hook is not None
         knobs.runtime.jit_post_compile_hook(key="c")  # 已经换回原来的钩子：不再计数
         assert note["triton_compiles"] == 2 and seen == ["a", "b", "c"]
@@ -330,14 +331,15 @@ def test_report_names_the_slow_samples() -> None:
              "alloc_retries": 0, "wall_ms": 90.0, "in_steps_ms": 85.0,
              "longest_step_ms": 50.0}  # fmt: skip
     loud = {**quiet, "gc_pauses": 3, "gc_longest_ms": 412.5, "wall_ms": 600.0,
-            "triton_compiles": 4}  # fmt: skip
+            "triton_compiles": 2, "triton_kernels": ["_a[num_warps=4](n: i32D)", "_b"]}  # fmt: skip
     stats = summarize([390e3, 64e3, 386e3])
     stats["notes"] = [quiet, loud, quiet]
     r = {**SAMPLE, "prefill": {**SAMPLE["prefill"], "ours_tokens_per_s": stats}}
     text = render_markdown(r)
     assert "第 2 次只有 64,000：prefill 2 步" in text
     assert "垃圾回收 3 次（最长 412.5 毫秒）" in text and "最快的第 1 次" in text
-    assert "共 600.0 毫秒，在步里 85.0（最长的一步 50.0），步外 515.0；Triton 新编译 4 个" in text
+    assert "共 600.0 毫秒，在步里 85.0（最长的一步 50.0），步外 515.0；Triton 新编译 2 个" in text
+    assert "kernel（`_a[num_warps=4](n: i32D)`；`_b`）" in text
     assert text.count("Triton 新编译") == 1  # 没有这一项的记录（早先的结果）不写
     assert "只有" not in render_markdown(r, slow_notes=False)
     stats["samples"] = [390e3, 380e3, 386e3]
@@ -487,6 +489,60 @@ def test_quick_benchmark_end_to_end(tmp_path: Path) -> None:
     assert "本书的引擎是 transformers generate 的" in proc.stdout
     assert "不带 max_tokens" in proc.stdout
     ET.fromstring(render_plots(load_results(out)))
+
+
+def test_resume_runs_only_the_parts_an_interrupted_run_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--resume``：上一次在编译的 transformers 跑到一半时被打断（decode 写了一行，prefill 还没
+    写），接着跑只补这一部分；别的部分、屋顶线和下限原样留着，补跑的命令记在元数据里，表头下
+    面说一句。设置不一样的结果不能接着跑。"""
+    from minisgl.benchmark import __main__ as bench
+
+    quick = PRESETS["quick"]
+    partial = {
+        "meta": {"command": "python -m minisgl.benchmark --preset quick", "device": "cpu",
+                 "torch": "x", "python": "3", "date": "2026-12-03"},
+        "model": quick.model, "dtype": quick.dtype, "settings": bench._settings(quick),
+        "peers": {"hf": {"label": "transformers generate"},
+                  "hf_compiled": {"label": "编译的", "backend": "eager"}},
+        "roof": {"copy_bytes_per_s": 1e9, "matmul_flops": 1e12},
+        "offline": {"workload": {}, "floor_s": 0.5, "ours": {"x": 1}, "hf": {"x": 2}},
+        "decode": [{"batch_size": 1, "ours_ms": 1, "hf_ms": 2, "hf_compiled_ms": 3}],
+        "prefill": {"ours_tokens_per_s": 1, "hf_tokens_per_s": 2},
+        "online": {"levels": [], "chat": []},
+    }  # fmt: skip
+    assert bench.finished_parts(partial, quick) == {"ours", "online", "hf"}
+    out = tmp_path / "r.json"
+    save_results(partial, out)
+    calls: list[tuple[str, Any, bool]] = []
+
+    def fake_hf(p, model, work, results, backend, out_, t0, plain=True):  # type: ignore[no-untyped-def]
+        calls.append(("hf", backend, plain))
+        results["prefill"]["hf_compiled_tokens_per_s"] = 4
+        results["offline"]["hf_compiled"] = {"x": 4}
+
+    monkeypatch.setattr(bench, "_run_ours", lambda *a: calls.append(("ours", None, True)))
+    monkeypatch.setattr(bench, "_bench_online", lambda *a: calls.append(("online", None, True)))
+    monkeypatch.setattr(bench, "_bench_hf", fake_hf)
+    monkeypatch.setattr(bench, "pick_device", lambda: torch.device("cpu"))
+    argv = ["--preset", "quick", "--out", str(out), "--resume"]
+    r = bench.run(quick, quick.model, False, False, argv, str(out), resume=True)
+    assert calls == [("hf", "eager", False)]  # 只有编译的那种，普通的不再跑
+    assert bench.finished_parts(r, quick) == {"ours", "online", "hf", "hf_compiled"}
+    assert r["roof"] == partial["roof"] and r["offline"]["floor_s"] == 0.5
+    (later,) = r["meta"]["resumed"]
+    assert later["parts"] == ["hf_compiled"] and later["command"].endswith("--resume")
+    assert "补跑了 transformers 静态缓存 + torch.compile" in header(r["meta"])[2]
+
+    calls.clear()  # 全都跑完了（main 最后写下结果）：再接着跑什么也不做
+    save_results(r, out)
+    bench.run(quick, quick.model, False, False, argv, str(out), resume=True)
+    assert calls == []
+    other = {**partial, "settings": {**partial["settings"], "runs": 99}}
+    save_results(other, out)
+    with pytest.raises(ValueError, match="other settings"):
+        bench.run(quick, quick.model, False, False, argv, str(out), resume=True)
 
 
 # ---------------------------------------------------------------- 合并的小 kernel

@@ -78,8 +78,9 @@ def decode_tiles_cuda(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
     program 数是 ``bs × KV 头数 × 段数``。请求够多（不切就有 512 个 program，132 个 SM 每个
     好几个）时不切，每个 program 用 2 个 warp，省下的线程留给别的 program 同时等显存；批很大时
     块小一点、三级流水。请求少时一个请求切成多段，凑到约 1024 个 program（最多 16 段），一段读
-    64 个 token 的块：只有几个请求时 4 个 warp、四级流水，多一些时 2 个 warp、不流水。
-    段数要是 2 的幂：合并的 kernel 用 ``tl.arange`` 取各段。"""
+    64 个 token 的块：只有几个请求时 8 个 warp、两级流水，多一些时 2 个 warp、不流水。只有几个
+    请求时的这一组是放进整步 decode 里挑的：单独连着跑最快的 4 个 warp、四级流水，夹在真实的
+    一层里整步反而慢（见 19 章）。段数要是 2 的幂：合并的 kernel 用 ``tl.arange`` 取各段。"""
     programs = bs * num_kv_heads
     if programs >= 512:
         if bs >= 128:
@@ -88,7 +89,7 @@ def decode_tiles_cuda(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
     wanted = min(16, max(2, 1024 // programs))
     splits = 1 << (wanted.bit_length() - 1)
     if programs < 64:
-        return splits, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 4}
+        return splits, {"BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
     return splits, {"BLOCK_N": 64, "num_warps": 2, "num_stages": 1}
 
 

@@ -27,7 +27,7 @@ from minisgl.utils import dtype_from_str, pick_device
 
 from . import offline, online, roofline
 from .offline import HFPeer
-from .report import PEERS, make_meta, render_markdown, save_results
+from .report import PEERS, load_results, make_meta, render_markdown, save_results
 
 
 @dataclass(frozen=True)
@@ -156,12 +156,15 @@ def _bench_hf(
     compile_backend: str | None,
     out: str | None,
     t0: float,
+    plain: bool = True,
 ) -> None:
-    """两种 transformers 共用一份模型。``compile_backend`` 为 None：不跑编译的那种。"""
+    """两种 transformers 共用一份模型。``compile_backend`` 为 None：不跑编译的那种；``plain`` 为
+    False：不跑普通的那种（接着上一次跑时它已经跑完）。"""
     device, dtype = pick_device(), dtype_from_str(p.dtype)
     hf = offline.load_hf(model, device, dtype, dummy=not has_weight_files(model))
-    results["peers"]["hf"] = {"label": dict(PEERS)["hf"]}
-    _bench_peer("hf", HFPeer(hf), p, work, results, out, t0)
+    if plain:
+        results["peers"]["hf"] = {"label": dict(PEERS)["hf"]}
+        _bench_peer("hf", HFPeer(hf), p, work, results, out, t0)
     if compile_backend is not None:
         info: dict[str, Any] = {"label": dict(PEERS)["hf_compiled"], "backend": compile_backend}
         results["peers"]["hf_compiled"] = info
@@ -213,6 +216,26 @@ def _bench_online(p: Preset, model: str, results: dict[str, Any], t0: float) -> 
     results["online"]["chat"] = chat
 
 
+def finished_parts(results: dict[str, Any], p: Preset) -> set[str]:
+    """结果里已经跑完的部分：``ours``（本书的引擎）、``online``、``hf``、``hf_compiled``。
+    每一部分看它最后写下的那一项；跑到一半的部分不算。"""
+    prefill, done = results.get("prefill", {}), set()
+    if "ours_tokens_per_s" in prefill:
+        done.add("ours")
+    if "chat" in results.get("online", {}):
+        done.add("online")
+    if "hf" in results.get("offline", {}):
+        done.add("hf")
+    compiled = results.get("peers", {}).get("hf_compiled", {})
+    if "error" in compiled or (
+        "hf_compiled" in results.get("offline", {})
+        if p.hf_compiled_offline
+        else "hf_compiled_tokens_per_s" in prefill
+    ):
+        done.add("hf_compiled")
+    return done
+
+
 def run(
     p: Preset,
     model: str,
@@ -222,22 +245,68 @@ def run(
     out: str | None = None,
     skip_hf_compiled: bool = False,
     compile_backend: str | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """跑预设 ``p`` 的全部测试。``out``：每跑完一项就把已有的结果写进去。``argv``：记进结果的
-    命令行参数，None 时取 ``sys.argv``。``compile_backend``：None 时用预设里的。"""
+    命令行参数，None 时取 ``sys.argv``。``compile_backend``：None 时用预设里的。
+
+    ``resume``：接着 ``out`` 里上一次被打断的运行跑，已经跑完的部分（见 ``finished_parts``）
+    不再跑，屋顶线和下限也沿用上一次的；这一次的命令和补跑的部分记在 ``meta["resumed"]`` 里。
+    比值只在同一部分之内、或者本书的引擎和普通的 transformers 之间算时，仍然出自同一次运行。"""
     t0 = time.perf_counter()
     device = pick_device()
-    dtype = dtype_from_str(p.dtype)
-    dummy = not has_weight_files(model)
     work = offline.make_workload(p.requests, p.lengths, p.lengths, seed=0)
-    results: dict[str, Any] = {"meta": make_meta(device, argv), "model": model, "dtype": p.dtype}
-    results["settings"] = {
+    if resume:
+        if not out:
+            raise ValueError("--resume needs --out (the results of the interrupted run)")
+        results = load_results(out)
+        if results.get("settings") != _settings(p) or results.get("model") != model:
+            raise ValueError(f"{out} was made with other settings: {results['meta']['command']}")
+        done = finished_parts(results, p)
+        todo = [x for x in ("ours", "online", "hf", "hf_compiled") if x not in done]
+        results["meta"].setdefault("resumed", []).append({**make_meta(device, argv), "parts": todo})
+        _log(t0, f"接着上一次跑：已经跑完 {sorted(done)}，这一次跑 {todo}")
+    else:
+        results, done = _start(p, model, device, work, argv, t0), set()
+    if "ours" not in done:
+        _run_ours(p, model, device, work, results, t0)
+        _save(results, out)
+    # 在线放在 transformers 之前：GPU 上 transformers 要跑好几分钟，中途出事时本书引擎的各项已经存下
+    if not skip_online and "online" not in done:
+        _bench_online(p, model, results, t0)
+        _save(results, out)
+    backend = None if skip_hf_compiled else (compile_backend or p.hf_compile_backend)
+    peers = [] if skip_hf else ["hf"] + ([] if backend is None else ["hf_compiled"])
+    if peers := [x for x in peers if x not in done]:
+        backend = backend if "hf_compiled" in peers else None
+        _bench_hf(p, model, work, results, backend, out, t0, plain="hf" in peers)
+    _log(t0, "全部跑完")
+    return results
+
+
+def _settings(p: Preset) -> dict[str, int]:
+    return {
         "runs": p.runs,
         "hf_offline_runs": p.hf_offline_runs,
         "decode_steps": p.decode_steps,
         "hf_decode_steps": p.hf_decode_steps,
         "max_extend_tokens": p.max_extend_tokens,
     }
+
+
+def _start(
+    p: Preset,
+    model: str,
+    device: torch.device,
+    work: offline.Workload,
+    argv: list[str] | None,
+    t0: float,
+) -> dict[str, Any]:
+    """新的一次运行：元数据、设置、屋顶线和每一行的下限。"""
+    dtype = dtype_from_str(p.dtype)
+    dummy = not has_weight_files(model)
+    results: dict[str, Any] = {"meta": make_meta(device, argv), "model": model, "dtype": p.dtype}
+    results["settings"] = _settings(p)
     results["peers"] = {}
     _log(t0, f"{results['meta']['device']}，模型 {model}（{p.dtype}，随机权重 {dummy}）")
 
@@ -262,26 +331,27 @@ def run(
         "context_len": p.context_len,
         "floor_tokens_per_s": p.prefill_batch * p.context_len / prefill_s,
     }
+    return results
 
+
+def _run_ours(
+    p: Preset,
+    model: str,
+    device: torch.device,
+    work: offline.Workload,
+    results: dict[str, Any],
+    t0: float,
+) -> None:
+    max_bs = max(p.requests, *p.decode_batches)
     llm = LLM(
-        model, device=device, dtype=dtype, dummy_weights=dummy, max_running_reqs=max_bs,
+        model, device=device, dtype=dtype_from_str(p.dtype),
+        dummy_weights=not has_weight_files(model), max_running_reqs=max_bs,
         max_seq_len=2 * p.lengths[1], memory_fraction=0.6, max_extend_tokens=p.max_extend_tokens,
     )  # fmt: skip
     _bench_ours(p, llm, work, results, t0)
     llm.shutdown()
     del llm
     _free(device)
-    _save(results, out)
-
-    # 在线放在 transformers 之前：GPU 上 transformers 要跑好几分钟，中途出事时本书引擎的各项已经存下
-    if not skip_online:
-        _bench_online(p, model, results, t0)
-        _save(results, out)
-    if not skip_hf:
-        backend = None if skip_hf_compiled else (compile_backend or p.hf_compile_backend)
-        _bench_hf(p, model, work, results, backend, out, t0)
-    _log(t0, "全部跑完")
-    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -299,11 +369,17 @@ def main(argv: list[str] | None = None) -> int:
         help="torch.compile 的后端（默认取预设里的：full 是 inductor，quick 是 eager）",
     )
     ap.add_argument("--skip-online", action="store_true", help="不起服务")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="接着 --out 里被打断的那一次跑：已经跑完的部分不再跑",
+    )
     ns = ap.parse_args(argv)
     preset = PRESETS[ns.preset]
     results = run(
         preset, ns.model or preset.model, ns.skip_hf, ns.skip_online, argv, ns.out,
         skip_hf_compiled=ns.skip_hf_compiled, compile_backend=ns.hf_compile_backend,
+        resume=ns.resume,
     )  # fmt: skip
     print(render_markdown(results))
     if ns.out:

@@ -137,10 +137,12 @@ def _alloc_retries(device: torch.device) -> int:
 
 
 @contextmanager
-def _triton_compiles() -> Iterator[Callable[[], int | None]]:
-    """``with`` 块里 Triton 新编译了几个 kernel（从磁盘缓存载入的也算：同样是这个进程第一次见到
-    这组参数），产出一个读数的函数。挂在 Triton 的编译钩子上，原来的钩子照样调用；没有 triton、
-    或者版本太老没有这个钩子时读数是 None。解释器不编译，CPU 上总是 0。"""
+def _triton_compiles() -> Iterator[Callable[[], list[str] | None]]:
+    """``with`` 块里 Triton 新编译了哪些 kernel（从磁盘缓存载入的也算：同样是这个进程第一次见到
+    这组参数），产出一个读数的函数：每编译一个，一行 Triton 自己写的说明（kernel 名、warp 数、
+    流水级数，每个参数的类型和特化：整数参数是不是 16 的倍数、是不是 1，各编译一份）。挂在
+    Triton 的编译钩子上，原来的钩子照样调用；没有 triton、或者版本太老没有这个钩子时读数是
+    None。解释器不编译，CPU 上总是空的。"""
     try:
         from triton import knobs
 
@@ -149,16 +151,15 @@ def _triton_compiles() -> Iterator[Callable[[], int | None]]:
     except (ImportError, AttributeError):
         yield lambda: None
         return
-    compiled = 0
+    compiled: list[str] = []
 
     def on_compile(*args: Any, **kwargs: Any) -> Any:
-        nonlocal compiled
-        compiled += 1
+        compiled.append(str(kwargs.get("repr", kwargs.get("key", "?")))[:400])
         return previous(*args, **kwargs) if previous else None
 
     runtime.jit_post_compile_hook = on_compile
     try:
-        yield lambda: compiled
+        yield lambda: list(compiled)
     finally:
         runtime.jit_post_compile_hook = previous
 
@@ -174,7 +175,8 @@ def sample_notes(llm: LLM) -> Iterator[dict[str, Any]]:
       ``scheduler.step()`` 里的（一步里有主机的准备、GPU 的计算和等它）和最长的一步。慢出来的
       时间在不在某一步里、还是在步与步之外（加请求、收结果），一看便知；
     - ``triton_compiles``：Triton 在这一次里新编译了几个 kernel。一组没见过的参数（比如一个整数
-      参数头一回不是 16 的倍数）会让 Triton 当场再编译一份，一次要几十到几百毫秒。
+      参数头一回不是 16 的倍数）会让 Triton 当场再编译一份，一次要几十到几百毫秒；
+      ``triton_kernels`` 是它们各自的说明（哪个 kernel、哪组特化）。
 
     偶尔有一次慢得离谱时（H200 上 prefill 的五次里曾有一次慢了 6 倍），拿它和别的几次对照。"""
     scheduler = llm.scheduler
@@ -221,7 +223,9 @@ def sample_notes(llm: LLM) -> Iterator[dict[str, Any]]:
     notes["wall_ms"] = 1000 * wall
     notes["in_steps_ms"] = 1000 * sum(step_seconds)
     notes["longest_step_ms"] = 1000 * max(step_seconds, default=0.0)
-    notes["triton_compiles"] = compiles()
+    kernels = compiles()
+    notes["triton_compiles"] = None if kernels is None else len(kernels)
+    notes["triton_kernels"] = kernels or []
 
 
 def _params(output_lens: Sequence[int]) -> list[SamplingParams]:

@@ -192,6 +192,8 @@ def _note(note: dict[str, Any]) -> str:
         )
     if note.get("triton_compiles") is not None:
         text += f"；Triton 新编译 {note['triton_compiles']} 个 kernel"
+        if kernels := note.get("triton_kernels"):  # 早先的结果只有个数
+            text += "（" + "；".join(f"`{k}`" for k in kernels) + "）"
     return text
 
 
@@ -292,11 +294,19 @@ def _notes(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
     return out
 
 
+def header(meta: dict[str, Any]) -> list[str]:
+    """命令、设备、版本、日期；被打断后接着跑过的（``--resume``），每一次一行。"""
+    out = [f"`{meta['command']}` · {meta['device']} · torch {meta['torch']} · {meta['date']}", ""]
+    for later in meta.get("resumed", []):  # 补跑的部分是另一个进程量的
+        parts = "、".join(dict(PEERS).get(x, x) for x in later["parts"]) or "（没有要补的）"
+        out += [f"接着跑了一次：`{later['command']}` · {later['date']}，补跑了 {parts}", ""]
+    return out
+
+
 def render_markdown(r: dict[str, Any], slow_notes: bool = True) -> str:
     """结果 → markdown：离线吞吐、decode 延迟、prefill、在线、屋顶线，各一张表。``slow_notes``：
     prefill 表下面列出慢了一倍以上的那几次的记录（有的话）。"""
-    meta = r["meta"]
-    out = [f"`{meta['command']}` · {meta['device']} · torch {meta['torch']} · {meta['date']}", ""]
+    out = header(r["meta"])
     peers = _peers(r)
     out += _notes(r, peers)
     out += _offline(r, peers)

@@ -1,0 +1,46 @@
+"""``tools/decode_tiles_ab.py``：只在程序数少的时候换分块，用完换回原来的函数；``--check`` 把
+整个流程（每组建一个 LLM、量 decode、来回各一遍）在 CPU 上走通。GPU 上的计时这里不测。"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import decode_tiles_ab  # noqa: E402
+
+triton_attn = decode_tiles_ab.triton_attn
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_only_small_batches_get_the_variant() -> None:
+    original = triton_attn.decode_tiles_cuda
+    variant = (4, {"BLOCK_N": 32, "num_warps": 8, "num_stages": 2})
+    with decode_tiles_ab.small_batch_tiles(variant):
+        assert triton_attn.decode_tiles_cuda(1, 8) == variant  # 8 个程序
+        assert triton_attn.decode_tiles_cuda(7, 8) == variant  # 56 个
+        assert triton_attn.decode_tiles_cuda(8, 8) == original(8, 8)  # 64 个：照旧
+        assert triton_attn.decode_tiles_cuda(256, 8) == original(256, 8)
+    assert triton_attn.decode_tiles_cuda is original
+    with decode_tiles_ab.small_batch_tiles(None):  # "now"：什么也不换
+        assert triton_attn.decode_tiles_cuda(1, 8) == original(1, 8)
+    assert triton_attn.decode_tiles_cuda is original
+
+
+def test_check_runs_each_variant_there_and_back(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "tiles.json"
+    original = triton_attn.decode_tiles_cuda
+    assert decode_tiles_ab.main(["--check", "--variants", "now", "8s-8w2s", "--out", str(out)]) == 0
+    assert triton_attn.decode_tiles_cuda is original
+    lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("[")]
+    printed = [line.split()[0] for line in lines[:4]]  # 日志行以时间开头
+    assert printed == ["now", "8s-8w2s", "8s-8w2s", "now"]  # 去一遍、回一遍
+    ms = json.loads(out.read_text())["ms_per_step"]
+    assert set(ms) == {"now", "8s-8w2s"} and all(len(rows) == 2 for rows in ms.values())
+    assert all(v > 0 for rows in ms.values() for row in rows for v in row.values())
