@@ -325,6 +325,58 @@ def test_notes_count_triton_compiles(tiny_model: Path) -> None:
         knobs.runtime.jit_post_compile_hook = original
 
 
+def test_compile_watchers_share_one_hook_and_put_the_original_back() -> None:
+    """几个观察者共用一个钩子，每个都收到 Triton 的说明（``repr``，没有时用 ``key``），原来的
+    钩子照样被调用；按任意顺序取消，最后一个取消时换回原来的钩子，重复取消什么也不做。"""
+    from triton import knobs
+
+    from minisgl.kernel.compiles import watch_triton_compiles
+
+    seen: list[str] = []
+    original = knobs.runtime.jit_post_compile_hook
+    knobs.runtime.jit_post_compile_hook = mine = lambda **kw: seen.append(kw["key"])
+    try:
+        a: list[str] = []
+        b: list[str] = []
+        stop_a, stop_b = watch_triton_compiles(a.append), watch_triton_compiles(b.append)
+        assert stop_a is not None and stop_b is not None
+        knobs.runtime.jit_post_compile_hook(key="k1", repr="_k[num_warps=4](n: i32D)")
+        assert a == b == ["_k[num_warps=4](n: i32D)"] and seen == ["k1"]
+        stop_a()  # 先装的先取消：b 照样收到
+        knobs.runtime.jit_post_compile_hook(key="k2")
+        assert a == ["_k[num_warps=4](n: i32D)"] and b[-1] == "k2" and seen == ["k1", "k2"]
+        stop_b()
+        assert knobs.runtime.jit_post_compile_hook is mine
+        stop_b()
+        assert knobs.runtime.jit_post_compile_hook is mine
+    finally:
+        knobs.runtime.jit_post_compile_hook = original
+
+
+def test_scheduler_counts_compiles_and_reports_them(tiny_model: Path) -> None:
+    """调度器数 Triton 新编译的 kernel，随账目报给 API Server，``/metrics`` 里是一个 counter；
+    调度器关掉以后不再数，钩子换回原来的。"""
+    from triton import knobs
+
+    from minisgl.message import SchedulerStats
+    from minisgl.scheduler.stats import snapshot
+    from minisgl.server.metrics import Metrics
+
+    original = knobs.runtime.jit_post_compile_hook
+    llm = _tiny_llm(tiny_model, overlap=False)
+    knobs.runtime.jit_post_compile_hook(key="x", repr="_k(n: i32)")
+    assert llm.scheduler.stats["triton_compiles"] == 1
+    stats = snapshot(llm.scheduler)
+    assert isinstance(stats, SchedulerStats) and stats.triton_compiles == 1
+    llm.shutdown()
+    assert knobs.runtime.jit_post_compile_hook is original
+    m = Metrics()
+    m.scheduler = stats
+    lines = m.render().splitlines()
+    assert "# TYPE minisgl_triton_compiles_total counter" in lines
+    assert "minisgl_triton_compiles_total 1" in lines
+
+
 def test_report_names_the_slow_samples() -> None:
     """比中位数慢一倍以上的那几次，报告里列出它们的记录，再附上最快的一次。"""
     quiet = {"steps": {"prefill_steps": 2}, "gc_pauses": 0, "gc_longest_ms": 0.0,
@@ -428,6 +480,11 @@ def test_report_divides_sampled_by_tokens_read() -> None:
     text = render_markdown(r)
     assert "| max_tokens=16 | 256 | 9.0 / 12.0 | 1.50 / 3.00 | 8 | 0 | 16 | 1.00 |" in text
     assert "| 不带 max_tokens | 256 | 9.0 / 12.0 | 1.50 / 3.00 | 8 | 0 | 16～18 | 1.25 |" in text
+    assert "现编译" not in text  # 早先的结果没有 triton_compiles：不写
+    r["online"]["chat"][1]["triton_compiles"] = 1  # 服务在这一行里现编译了一个 kernel
+    r["online"]["levels"][0]["triton_compiles"] = 0
+    text = render_markdown(r)
+    assert "现编译了 kernel（每个都是一次几百毫秒的停顿）：对话接口 不带 max_tokens：1 个\n" in text
 
 
 def _is_stats(x: dict[str, Any], runs: int) -> bool:

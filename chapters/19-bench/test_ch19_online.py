@@ -50,6 +50,8 @@ def test_chat_with_max_tokens_samples_exactly_what_is_read(base: str) -> None:
     row = online.run_chat_clients(base, CLIENTS, ROUNDS, 4, TOKENS, True)
     assert row["tokens_read"] == {"min": TOKENS, "max": TOKENS, "sum": CLIENTS * ROUNDS * TOKENS}
     assert row["tokens_sampled"] == CLIENTS * ROUNDS * TOKENS
+    # 这一轮里服务现编译的 kernel 数，读自 /metrics 的 counter（没有这一项时读数就报错）
+    assert isinstance(row["triton_compiles"], int) and row["triton_compiles"] >= 0
 
 
 def test_stream_with_continuous_usage(base: str) -> None:

@@ -252,7 +252,7 @@ def run(
 
     ``resume``：接着 ``out`` 里上一次被打断的运行跑，已经跑完的部分（见 ``finished_parts``）
     不再跑，屋顶线和下限也沿用上一次的；这一次的命令和补跑的部分记在 ``meta["resumed"]`` 里。
-    比值只在同一部分之内、或者本书的引擎和普通的 transformers 之间算时，仍然出自同一次运行。"""
+    本书的引擎和某一种 transformers 的比值，两部分都出自第一次时才是同一次运行里的。"""
     t0 = time.perf_counter()
     device = pick_device()
     work = offline.make_workload(p.requests, p.lengths, p.lengths, seed=0)

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from minisgl.core import SamplingParams
+from minisgl.kernel.compiles import watch_triton_compiles
 from minisgl.llm import LLM
 from minisgl.scheduler import PendingReq
 from minisgl.utils import synchronize
@@ -138,30 +139,16 @@ def _alloc_retries(device: torch.device) -> int:
 
 @contextmanager
 def _triton_compiles() -> Iterator[Callable[[], list[str] | None]]:
-    """``with`` 块里 Triton 新编译了哪些 kernel（从磁盘缓存载入的也算：同样是这个进程第一次见到
-    这组参数），产出一个读数的函数：每编译一个，一行 Triton 自己写的说明（kernel 名、warp 数、
-    流水级数，每个参数的类型和特化：整数参数是不是 16 的倍数、是不是 1，各编译一份）。挂在
-    Triton 的编译钩子上，原来的钩子照样调用；没有 triton、或者版本太老没有这个钩子时读数是
-    None。解释器不编译，CPU 上总是空的。"""
-    try:
-        from triton import knobs
-
-        runtime = knobs.runtime
-        previous = runtime.jit_post_compile_hook
-    except (ImportError, AttributeError):
-        yield lambda: None
-        return
+    """``with`` 块里 Triton 新编译了哪些 kernel（见 ``watch_triton_compiles``），产出一个读数的
+    函数：每编译一个，一行 Triton 自己写的说明。看不到编译时读数是 None；解释器不编译，CPU 上
+    总是空的。"""
     compiled: list[str] = []
-
-    def on_compile(*args: Any, **kwargs: Any) -> Any:
-        compiled.append(str(kwargs.get("repr", kwargs.get("key", "?")))[:400])
-        return previous(*args, **kwargs) if previous else None
-
-    runtime.jit_post_compile_hook = on_compile
+    stop = watch_triton_compiles(compiled.append)
     try:
-        yield lambda: list(compiled)
+        yield (lambda: None) if stop is None else (lambda: list(compiled))
     finally:
-        runtime.jit_post_compile_hook = previous
+        if stop is not None:
+            stop()
 
 
 @contextmanager

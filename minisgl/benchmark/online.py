@@ -31,11 +31,11 @@ from typing import Any
 from minisgl.server.launch import start_background_server
 
 __all__ = [
+    "counters_when_idle",
     "peak_metrics",
     "percentile",
     "run_chat_clients",
     "run_clients",
-    "sampled_when_idle",
     "serve",
 ]
 
@@ -243,15 +243,20 @@ def _run(
 def run_clients(
     base: str, clients: int, rounds: int, prompt_words: int, max_tokens: int, processes: int = 1
 ) -> dict[str, Any]:
-    """补全接口，每个请求 ``max_tokens`` 个 token；客户端分到 ``processes`` 个进程里。"""
+    """补全接口，每个请求 ``max_tokens`` 个 token；客户端分到 ``processes`` 个进程里。
+    ``triton_compiles``：这一轮里服务现编译了几个 kernel（见 ``counters_when_idle``）。"""
     spec: RequestSpec = ("text", max_tokens)
     _warm_up(base, spec)
+    before = counters_when_idle(base)
     results, wall = _run(base, clients, rounds, prompt_words, spec, processes)
-    return {**_summary(clients, results, wall), "client_processes": processes}
+    compiles = counters_when_idle(base)["triton_compiles"] - before["triton_compiles"]
+    return {**_summary(clients, results, wall), "client_processes": processes,
+            "triton_compiles": compiles}  # fmt: skip
 
 
 _GAUGE = re.compile(r"^minisgl_(running|waiting)_requests (\S+)$", re.MULTILINE)
-_SAMPLED = re.compile(r"^minisgl_tokens_sampled_total (\S+)$", re.MULTILINE)
+# 调度器报的两个计数器：采样出的 token 数，Triton 新编译的 kernel 数
+_COUNTERS = {"sampled": "tokens_sampled", "triton_compiles": "triton_compiles"}
 
 
 def _read_metrics(base: str) -> str:
@@ -267,25 +272,31 @@ def _read_gauges(base: str) -> dict[str, float]:
     return _gauges(_read_metrics(base))
 
 
-def sampled_when_idle(base: str, at_least: int = 0, timeout: float = 60.0) -> int:
-    """调度器闲下来（没有在跑、在排队的请求）以后，它一共采样过的 token 数。变成空闲时调度器一定
-    报一次账，这时读到的数不会再变。``at_least`` 是调用方知道的下限（之前的数加上客户端读到的）：
-    读到的账目比它少，就是还没送到的那份之前的旧账，接着等。客户端都走了、服务却一直闲不下来，
-    是个错误。"""
+def _counter(text: str, name: str) -> int:
+    found = re.search(rf"^minisgl_{name}_total (\S+)$", text, re.MULTILINE)
+    if found is None:
+        raise RuntimeError(f"the server reports no minisgl_{name}_total")
+    return int(float(found.group(1)))
+
+
+def counters_when_idle(base: str, at_least: int = 0, timeout: float = 60.0) -> dict[str, int]:
+    """调度器闲下来（没有在跑、在排队的请求）以后的两个计数器：它一共采样过的 token 数
+    （``sampled``），Triton 一共新编译过的 kernel 数（``triton_compiles``）。变成空闲时调度器一定
+    报一次账，这时读到的数不会再变。``at_least`` 是调用方知道的采样数的下限（之前的数加上客户端
+    读到的）：读到的账目比它少，就是还没送到的那份之前的旧账，接着等。客户端都走了、服务却一直
+    闲不下来，是个错误。"""
     deadline = time.monotonic() + timeout
     while True:
         text = _read_metrics(base)
         gauges = _gauges(text)
-        found = _SAMPLED.search(text)
-        if found is None:
-            raise RuntimeError("the server reports no minisgl_tokens_sampled_total")
-        sampled = int(float(found.group(1)))
-        if gauges.get("running") == 0 and gauges.get("waiting") == 0 and sampled >= at_least:
-            return sampled
+        counters = {key: _counter(text, name) for key, name in _COUNTERS.items()}
+        idle = gauges.get("running") == 0 and gauges.get("waiting") == 0
+        if idle and counters["sampled"] >= at_least:
+            return counters
         if time.monotonic() > deadline:
             raise RuntimeError(
                 f"the server still runs {gauges.get('running')} requests"
-                f" ({sampled} tokens sampled, at least {at_least} expected)"
+                f" ({counters['sampled']} tokens sampled, at least {at_least} expected)"
             )
         time.sleep(0.05)
 
@@ -327,15 +338,15 @@ def run_chat_clients(
 ) -> dict[str, Any]:
     """对话接口：每个请求读 ``tokens`` 个 token，带或不带 ``max_tokens``（``_chat_request``）。
     除了 ``run_clients`` 的各项，还有每个请求读到的 token 数的范围、同时在跑和在排队的请求数的
-    峰值，以及这一轮里服务一共采样了几个 token（都读自 ``/metrics``）：不带 ``max_tokens`` 时，
-    客户端关掉流以后、服务中止请求以前，采样出的 token 没有人读。"""
+    峰值，这一轮里服务一共采样了几个 token、现编译了几个 kernel（都读自 ``/metrics``）：不带
+    ``max_tokens`` 时，客户端关掉流以后、服务中止请求以前，采样出的 token 没有人读。"""
     spec: RequestSpec = ("chat", tokens, send_max_tokens)
     _warm_up(base, spec)
-    before = sampled_when_idle(base)  # 预热之后：预热的请求不算
+    before = counters_when_idle(base)  # 预热之后：预热的请求不算
     with peak_metrics(base) as peak:
         results, wall = _run(base, clients, rounds, prompt_words, spec, processes)
     read = [r[2] for r in results]
-    sampled = sampled_when_idle(base, before + sum(read)) - before
+    after = counters_when_idle(base, before["sampled"] + sum(read))
     return {
         **_summary(clients, results, wall),
         "client_processes": processes,
@@ -343,7 +354,9 @@ def run_chat_clients(
         "tokens_read": {"min": min(read), "max": max(read), "sum": sum(read)},
         "peak_running": int(peak.get("running", 0)),
         "peak_waiting": int(peak.get("waiting", 0)),
-        "tokens_sampled": sampled,
+        "tokens_sampled": after["sampled"] - before["sampled"],
+        # 这一轮里服务现编译的 kernel：一次就是几百毫秒的停顿，TTFT、TPOT 的 p99 会看得见
+        "triton_compiles": after["triton_compiles"] - before["triton_compiles"],
     }
 
 

@@ -244,7 +244,19 @@ def _online(o: dict[str, Any]) -> list[str]:
         ]
     if o.get("chat"):
         out += _chat(o["chat"], o["max_tokens"])
+    rows = [(f"补全接口 {x['clients']} 个客户端", x) for x in o["levels"]]
+    rows += [(f"对话接口 {_chat_label(x, o['max_tokens'])}", x) for x in o.get("chat", [])]
+    stalls = [f"{name}：{x['triton_compiles']} 个" for name, x in rows if x.get("triton_compiles")]
+    if stalls:  # 服务中途现编译一个 kernel，那一步就停几百毫秒，落在这一行的 p99 上
+        out += ["测量中服务现编译了 kernel（每个都是一次几百毫秒的停顿）：" + "；".join(stalls), ""]
     return out
+
+
+def _chat_label(x: dict[str, Any], tokens: int) -> str:
+    label = f"max_tokens={tokens}" if x["max_tokens_sent"] else "不带 max_tokens"
+    if "kv_headroom" in x:
+        label += f"，`--kv-headroom {x['kv_headroom']}`"
+    return label
 
 
 def _chat(chat: list[dict[str, Any]], tokens: int) -> list[str]:
@@ -258,11 +270,8 @@ def _chat(chat: list[dict[str, Any]], tokens: int) -> list[str]:
     rows = []
     for x in chat:
         read = x["tokens_read"]
-        label = f"max_tokens={tokens}" if x["max_tokens_sent"] else "不带 max_tokens"
-        if "kv_headroom" in x:
-            label += f"，`--kv-headroom {x['kv_headroom']}`"
         rows.append([
-            label,
+            _chat_label(x, tokens),
             f"{x['output_tokens_per_s']:,.0f}", *_latency_cells(x),
             str(x["peak_running"]), str(x["peak_waiting"]),
             str(read["min"]) if read["min"] == read["max"] else f"{read['min']}～{read['max']}",

@@ -69,6 +69,7 @@ class SchedulerStats(BaseFrontendMsg):
     # << ch17
     # >> ch19
     sampled: int = 0  # 开服以来采样出的 token 数：GPU 真正算过的，客户端不一定都收到（第 19 章）
+    triton_compiles: int = 0  # 开服以来 Triton 新编译的 kernel 数（第 19 章）
     # << ch19
 
 

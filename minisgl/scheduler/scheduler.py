@@ -113,6 +113,14 @@ class Scheduler:
         # << ch17
         # >> ch19
         self.stats["sampled"] = 0  # 采样出的 token 数（分块中的请求那一行不算）
+        from minisgl.kernel.compiles import watch_triton_compiles
+
+        # 服务中途 Triton 现编译一个 kernel，那一步就慢几百毫秒：数出来报进 /metrics，日志写明是
+        # 哪个。观察者只拿着账本、不拿着调度器：没有 shutdown 的调度器照样能被回收（连同显存）
+        self.stats["triton_compiles"] = 0
+        self._stop_watching = watch_triton_compiles(
+            lambda kernel, stats=self.stats: _count_compile(stats, kernel)
+        )
         # << ch19
         # >> ch11
         # 重叠调度：前向放在自己的流上，处理结果晚一步。上一步发出去、还没处理的前向在 in_flight
@@ -513,10 +521,21 @@ class Scheduler:
             raise RuntimeError(f"rows held by live requests {sorted(rows)} != used rows {used}")
 
     def shutdown(self) -> None:
+        # >> ch19
+        if self._stop_watching is not None:
+            self._stop_watching()
+        # << ch19
         self.io.close()
         self.engine.shutdown()
 
 
+# >> ch19
+def _count_compile(stats: dict[str, int], kernel: str) -> None:
+    stats["triton_compiles"] += 1
+    logger.debug("Triton 新编译了一个 kernel：%s", kernel)
+
+
+# << ch19
 # >> ch14
 def run_scheduler(config: SchedulerConfig) -> tuple[str, list[tuple]]:
     """一个 rank 的调度进程（给 ``spawn_ranks`` 用）：建调度器、等所有 rank 就绪、一直服务到收到

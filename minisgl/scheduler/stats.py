@@ -38,6 +38,7 @@ def snapshot(scheduler: Scheduler) -> SchedulerStats:
         # << ch17
         # >> ch19
         sampled=scheduler.stats["sampled"],
+        triton_compiles=scheduler.stats["triton_compiles"],
         # << ch19
     )
 

@@ -82,6 +82,10 @@ _SCHEDULER_METRICS = {
         "tokens_sampled_total",
         "调度器采样出的 token 数，包括客户端已经断开、还没来得及中止的请求的。",
     ),
+    "triton_compiles": (
+        "triton_compiles_total",
+        "rank 0 的调度进程里 Triton 新编译的 kernel 数：服务中途编译一次，那一步慢几百毫秒。",
+    ),
     # << ch19
 }
 
