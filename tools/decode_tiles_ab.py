@@ -1,14 +1,15 @@
-"""只有几个请求时的 decode 注意力分块，放进整步 decode 里比（第 19 章第十三处的表由它量出）。
+"""decode 一步里的 kernel 参数放进整步 decode 里比（第 19 章第十三处的表由它量出）。
 
-``tune_kernels.py`` 把 28 层注意力单独连着跑；这里量的是真实的一步：每一组分块各建一个
-``LLM``（CUDA Graph 在建的时候就录好了，换分块就得重建），只替换程序数少于 64（batch × KV 头数）
-时 ``decode_tiles_cuda`` 的返回值，用基准测试的 ``decode_latency`` 量几个小批次。几组参数按
-"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移::
+``tune_kernels.py`` 把一种 kernel 单独连着跑；这里量的是真实的一步：每一组参数各建一个 ``LLM``
+（CUDA Graph 在建的时候就录好了，换参数就得重建），用基准测试的 ``decode_latency`` 量几个小批次。
+一组参数可以换两样东西：程序数少于 64（batch × KV 头数）时 ``decode_tiles_cuda`` 的返回值（注意力
+的分块），和 M = 1、K 比一块长时 ``pick_config`` 的返回值（o_proj、down 的 GEMV 切不切 K：切了就
+多一个合并部分和的 kernel）。几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移::
 
     python tools/decode_tiles_ab.py --out /tmp/tiles.json
 
-没有 GPU 时 ``--check`` 用内嵌的小模型、很少的步数把流程走一遍（CPU 上不走这个函数，量出的数
-没有意义），只说明脚本能跑、跑完换回了原来的函数。
+没有 GPU 时 ``--check`` 用内嵌的小模型、很少的步数把流程走一遍（CPU 上不走这两个函数，量出的
+数没有意义），只说明脚本能跑、跑完换回了原来的函数。
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import gc
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -25,36 +27,59 @@ import torch
 from minisgl.attention import triton_attn
 from minisgl.benchmark import offline, save_results
 from minisgl.engine import has_weight_files
+from minisgl.kernel import triton_linear
+from minisgl.kernel.triton_linear import LinearConfig
 from minisgl.llm import LLM
 from minisgl.utils import dtype_from_str, pick_device
 
 SMALL = 64  # 程序数少于它时换分块（和 decode_tiles_cuda 里"只有几个请求"的那一档一致）
-# 名字 → (段数, tiles)；None 是不换（现在的 decode_tiles_cuda）
-VARIANTS: dict[str, tuple[int, dict[str, int]] | None] = {
-    "now": None,
-    "16s-8w2s": (16, {"BLOCK_N": 64, "num_warps": 8, "num_stages": 2}),
-    "16s-4w4s": (16, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 4}),
-    "8s-4w4s": (8, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 4}),
-    "8s-8w2s": (8, {"BLOCK_N": 64, "num_warps": 8, "num_stages": 2}),
-    "4s-4w4s": (4, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 4}),
+
+
+@dataclass(frozen=True)
+class Variant:
+    """一组参数；None 的那一样不换。"""
+
+    attention: tuple[int, dict[str, int]] | None = None  # (段数, tiles)，只有几个请求时
+    gemv_long_k: LinearConfig | None = None  # M = 1、K 比一块长（o_proj、down）时
+
+
+def _attn(splits: int, warps: int, stages: int) -> Variant:
+    return Variant(attention=(splits, {"BLOCK_N": 64, "num_warps": warps, "num_stages": stages}))
+
+
+VARIANTS: dict[str, Variant] = {
+    "now": Variant(),
+    "16s-8w2s": _attn(16, 8, 2),
+    "16s-4w4s": _attn(16, 4, 4),
+    "8s-4w4s": _attn(8, 4, 4),
+    "8s-8w2s": _attn(8, 8, 2),
+    "4s-4w4s": _attn(4, 4, 4),
+    # o_proj、down 不切 K：每个 program 沿 K 读完自己那几行，不再启动合并的 kernel
+    "gemv-nosplit-8": Variant(gemv_long_k=LinearConfig(8, 1024, 1, num_warps=2, num_stages=2)),
+    "gemv-nosplit-4": Variant(gemv_long_k=LinearConfig(4, 1024, 1, num_warps=2, num_stages=2)),
 }
 
 
 @contextmanager
-def small_batch_tiles(variant: tuple[int, dict[str, int]] | None) -> Iterator[None]:
-    """程序数少于 ``SMALL`` 时让 ``decode_tiles_cuda`` 返回 ``variant``，别的批大小照旧。"""
-    original = triton_attn.decode_tiles_cuda
+def patched(variant: Variant) -> Iterator[None]:
+    """``variant`` 里给了的那几样换掉，别的形状、别的批大小照旧；退出时换回原来的函数。"""
+    tiles, pick = triton_attn.decode_tiles_cuda, triton_linear.pick_config
 
-    def patched(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
-        if variant is not None and bs * num_kv_heads < SMALL:
-            return variant[0], dict(variant[1])
-        return original(bs, num_kv_heads)
+    def decode_tiles(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
+        if variant.attention is not None and bs * num_kv_heads < SMALL:
+            return variant.attention[0], dict(variant.attention[1])
+        return tiles(bs, num_kv_heads)
 
-    triton_attn.decode_tiles_cuda = patched
+    def pick_config(m: int, n: int, k: int, num_sms: int = 132) -> LinearConfig:
+        if variant.gemv_long_k is not None and m == 1 and k > variant.gemv_long_k.block_k:
+            return variant.gemv_long_k
+        return pick(m, n, k, num_sms)
+
+    triton_attn.decode_tiles_cuda, triton_linear.pick_config = decode_tiles, pick_config
     try:
         yield
     finally:
-        triton_attn.decode_tiles_cuda = original
+        triton_attn.decode_tiles_cuda, triton_linear.pick_config = tiles, pick
 
 
 def run(
@@ -65,7 +90,7 @@ def run(
     device = pick_device()
     results: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     for name in names + names[::-1]:
-        with small_batch_tiles(VARIANTS[name]):
+        with patched(VARIANTS[name]):
             llm = LLM(
                 model, device=device, dtype=dtype_from_str(dtype),
                 dummy_weights=not has_weight_files(model), max_running_reqs=max(batch_sizes),

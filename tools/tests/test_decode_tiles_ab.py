@@ -16,18 +16,33 @@ triton_attn = decode_tiles_ab.triton_attn
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_only_small_batches_get_the_variant() -> None:
+def test_only_small_batches_get_the_attention_tiles() -> None:
     original = triton_attn.decode_tiles_cuda
-    variant = (4, {"BLOCK_N": 32, "num_warps": 8, "num_stages": 2})
-    with decode_tiles_ab.small_batch_tiles(variant):
-        assert triton_attn.decode_tiles_cuda(1, 8) == variant  # 8 个程序
-        assert triton_attn.decode_tiles_cuda(7, 8) == variant  # 56 个
+    tiles = {"BLOCK_N": 32, "num_warps": 8, "num_stages": 2}
+    variant = decode_tiles_ab.Variant(attention=(4, tiles))
+    with decode_tiles_ab.patched(variant):
+        assert triton_attn.decode_tiles_cuda(1, 8) == variant.attention  # 8 个程序
+        assert triton_attn.decode_tiles_cuda(7, 8) == variant.attention  # 56 个
         assert triton_attn.decode_tiles_cuda(8, 8) == original(8, 8)  # 64 个：照旧
         assert triton_attn.decode_tiles_cuda(256, 8) == original(256, 8)
     assert triton_attn.decode_tiles_cuda is original
-    with decode_tiles_ab.small_batch_tiles(None):  # "now"：什么也不换
+    with decode_tiles_ab.patched(decode_tiles_ab.Variant()):  # "now"：什么也不换
         assert triton_attn.decode_tiles_cuda(1, 8) == original(1, 8)
     assert triton_attn.decode_tiles_cuda is original
+
+
+def test_only_long_k_gemv_at_one_row_gets_the_config() -> None:
+    """o_proj（K=2048）、down（K=3072）在 M=1 时换；qkv、gate_up（K=1024）和 M>1 照旧。"""
+    linear = decode_tiles_ab.triton_linear
+    original, tiles = linear.pick_config, triton_attn.decode_tiles_cuda
+    variant = decode_tiles_ab.VARIANTS["gemv-nosplit-8"]
+    with decode_tiles_ab.patched(variant):
+        assert linear.pick_config(1, 1024, 2048) == variant.gemv_long_k
+        assert linear.pick_config(1, 1024, 3072) == variant.gemv_long_k
+        assert linear.pick_config(1, 4096, 1024) == original(1, 4096, 1024)
+        assert linear.pick_config(8, 1024, 2048) == original(8, 1024, 2048)
+        assert triton_attn.decode_tiles_cuda(1, 8) == tiles(1, 8)  # 注意力的分块照旧
+    assert linear.pick_config is original
 
 
 def test_check_runs_each_variant_there_and_back(
@@ -35,12 +50,13 @@ def test_check_runs_each_variant_there_and_back(
 ) -> None:
     monkeypatch.chdir(REPO)
     out = tmp_path / "tiles.json"
-    original = triton_attn.decode_tiles_cuda
-    assert decode_tiles_ab.main(["--check", "--variants", "now", "8s-8w2s", "--out", str(out)]) == 0
-    assert triton_attn.decode_tiles_cuda is original
+    original = triton_attn.decode_tiles_cuda, decode_tiles_ab.triton_linear.pick_config
+    argv = ["--check", "--variants", "now", "gemv-nosplit-8", "--out", str(out)]
+    assert decode_tiles_ab.main(argv) == 0
+    assert (triton_attn.decode_tiles_cuda, decode_tiles_ab.triton_linear.pick_config) == original
     lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("[")]
     printed = [line.split()[0] for line in lines[:4]]  # 日志行以时间开头
-    assert printed == ["now", "8s-8w2s", "8s-8w2s", "now"]  # 去一遍、回一遍
+    assert printed == ["now", "gemv-nosplit-8", "gemv-nosplit-8", "now"]  # 去一遍、回一遍
     ms = json.loads(out.read_text())["ms_per_step"]
-    assert set(ms) == {"now", "8s-8w2s"} and all(len(rows) == 2 for rows in ms.values())
+    assert set(ms) == {"now", "gemv-nosplit-8"} and all(len(rows) == 2 for rows in ms.values())
     assert all(v > 0 for rows in ms.values() for row in rows for v in row.values())
