@@ -210,3 +210,16 @@ def test_abort_command_through_the_io(tiny_model: Path) -> None:
     sched.check_integrity()
     assert sched.cache.available_pages == 128
     sched.shutdown()
+
+
+@pytest.mark.parametrize("bs", [1, 2, 3, 4, 5, 7, 8])
+def test_ints_to_device_keeps_every_part_16_byte_aligned(bs: int) -> None:
+    """几段整数一次拷到设备，切回来的每一段都从 16 字节对齐的地址开始、内容不变：Triton 按
+    指针是否对齐各编译一份 kernel，对齐随批大小变的话，服务中途会现编译。"""
+    from minisgl.utils.device import ints_to_device
+
+    parts = ([7] * bs, list(range(bs + 1)), [], [3, 1, 4][: bs % 3 + 1])
+    got = ints_to_device(parts, DEVICE)
+    assert [t.tolist() for t in got] == [list(p) for p in parts]
+    assert all(t.dtype == torch.int32 and t.data_ptr() % 16 == 0 for t in got)
+    assert len({t.untyped_storage().data_ptr() for t in got}) == 1  # 只拷了一次：同一块存储

@@ -300,15 +300,20 @@ def test_client_disconnect_aborts_request(server: Server) -> None:
         left_early = False
     except httpx.ReadTimeout:
         left_early = True
+    left = time.monotonic()
     if not left_early or took < 1.2:
         wait_for(lambda: idle_since(mark), 60, "the KV pool to be back to idle")
         assert server.chat(prompt="1 + 1 =", max_tokens=4).status_code == 200
         return
-    wait_for(
-        lambda: len(re.findall(r"Aborting request (\d+)", server.log_text())) > before,
-        60,
-        "the API server to notice the disconnect",
-    )
+
+    def noticed() -> bool:
+        return len(re.findall(r"Aborting request (\d+)", server.log_text())) > before
+
+    wait_for(lambda: noticed() or idle_since(mark), 60, "the API server to notice the disconnect")
+    if not noticed():  # 估计偏慢（机器忙时量的那一次慢了）：客户端刚走就生成完了，没赶上看连接
+        assert time.monotonic() - left < 1.0, "the request ran on long after the client left"
+        assert server.chat(prompt="1 + 1 =", max_tokens=4).status_code == 200
+        return
     uid = int(re.findall(r"Aborting request (\d+)", server.log_text())[before])
     assert kv_after_abort(server, uid) == total
 

@@ -148,6 +148,23 @@ def test_prepare_metadata_for_a_mixed_batch() -> None:
     assert meta.get_last_indices(2).tolist() == [5, 8]
 
 
+@pytest.mark.parametrize("bs", [1, 2, 3, 5, 6])
+def test_metadata_tensors_start_16_byte_aligned(bs: int) -> None:
+    """四个元数据张量切自同一块，但每个都从 16 字节对齐的地址开始：Triton 按指针是否对齐
+    各编译一份 kernel，紧挨着切的话批大小模 4 一变，extend、decode 的 kernel 就要现编译。"""
+    from minisgl.core import Batch, Req
+
+    backend = make_backend(num_rows=8)
+    reqs = [Req(torch.arange(5, dtype=torch.int32), table_idx=i, cached_len=4) for i in range(bs)]
+    batch = Batch(reqs, "decode")
+    backend.prepare_metadata(batch)
+    meta = batch.attn_metadata
+    tensors = (meta.rows, meta.cu_q, meta.cached, meta.kv_lens)
+    assert [t.data_ptr() % 16 for t in tensors] == [0, 0, 0, 0]
+    assert meta.cu_q.tolist() == list(range(bs + 1)) and meta.kv_lens.tolist() == [5] * bs
+    assert meta.is_decode
+
+
 def test_graph_hooks_pad_with_one_slot_requests() -> None:
     from minisgl.core import Batch, Req
 

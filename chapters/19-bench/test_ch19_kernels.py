@@ -26,6 +26,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from minisgl.core import SamplingParams
 from minisgl.kernel import ops
 from minisgl.layers import AttentionLayer, RMSNorm
 from minisgl.layers import attention as attention_module
@@ -366,3 +367,134 @@ def test_dependent_launch_in_a_graph_is_exact(monkeypatch: pytest.MonkeyPatch) -
         results.append((h.clone(), res.clone()))
     assert torch.isfinite(results[0][0]).all()
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+
+
+# ---------------------------------------------------------------- 服务中途不现编译
+
+
+@pytest.mark.skipif(
+    not ON_CUDA, reason="解释器不编译；CPU 上第 18 章、第 11 章的测试核对元数据每段都对齐"
+)
+def test_new_batch_sizes_compile_nothing() -> None:
+    """每个 kernel 在一个批大小上跑过一次之后，换成别的批大小（同一组块大小）Triton 不再现编译：
+    元数据每段都从 16 字节对齐的地址开始，token 数不参与特化（是不是 1、是不是 16 的倍数）。
+    连着拼的元数据在批大小模 4 一变时、token 数头一回是 1 或 16 的倍数时，这里都会数到编译。"""
+    from minisgl.attention import TritonAttnBackend, triton_attn
+    from minisgl.core import Batch, Req
+    from minisgl.kernel.compiles import watch_triton_compiles
+    from minisgl.kvcache import MHAKVCache
+
+    hq, hkv, d, columns = 16, 8, 128, 256
+    kv = MHAKVCache(
+        1, hkv, d, num_pages=16 * columns, page_size=1, dtype=torch.bfloat16, device=DEVICE
+    )
+    table = torch.arange(16 * columns, dtype=torch.int32, device=DEVICE).view(16, columns)
+    backend = TritonAttnBackend(kv, table)
+    gen = torch.Generator().manual_seed(0)
+    for pool in (kv.k_cache(0), kv.v_cache(0)):
+        pool.copy_(torch.randn(pool.shape, generator=gen))
+    k_pool, v_pool = kv.k_cache(0).flatten(0, 1), kv.v_cache(0).flatten(0, 1)
+    norm_w = torch.ones(hq * d, dtype=torch.bfloat16, device=DEVICE)
+    head_w = torch.ones(d, dtype=torch.bfloat16, device=DEVICE)
+    cache = torch.rand(columns, d, device=DEVICE)
+
+    def attention(bs: int, new_tokens: int) -> None:
+        reqs = [
+            Req(
+                torch.arange(100 + i, dtype=torch.int32),
+                table_idx=i,
+                cached_len=100 + i - new_tokens,
+            )
+            for i in range(bs)
+        ]
+        batch = Batch(reqs, "decode" if new_tokens == 1 else "prefill")
+        backend.prepare_metadata(batch)
+        meta = batch.attn_metadata
+        q = torch.randn(bs * new_tokens, hq, d, generator=gen).to(DEVICE, torch.bfloat16)
+        if meta.is_decode:
+            triton_attn.decode_attention(q, k_pool, v_pool, table, meta.rows, meta.kv_lens)
+        else:
+            triton_attn.extend_attention(
+                q, k_pool, v_pool, table, meta.rows, meta.cu_q, meta.cached, meta.max_extend
+            )
+
+    def norms(tokens: int) -> None:
+        qkv = torch.randn(tokens, (hq + 2 * hkv) * d, generator=gen).to(DEVICE, torch.bfloat16)
+        q, k = _split(qkv, hq, hkv, d)
+        positions = torch.arange(tokens, dtype=torch.int32, device=DEVICE)
+        T.qk_norm_rope_inplace(positions, q, k, head_w, head_w, 1e-6, cache, d)
+        x = qkv[:, : hq * d].contiguous()
+        T.rmsnorm(x, norm_w, 1e-6, residual=torch.zeros_like(x))
+
+    sizes = range(9, 16)  # 8 个 KV 头：这几个批大小的 decode 切段数、块大小都一样
+    assert len({str(triton_attn.decode_tiles_cuda(bs, hkv)) for bs in sizes}) == 1
+    attention(9, 1), attention(4, 7), norms(9)  # 热身：各编译（或从磁盘载入）一份
+    torch.cuda.synchronize()
+    compiled: list[str] = []
+    stop = watch_triton_compiles(compiled.append)
+    assert stop is not None
+    try:
+        for bs in sizes:
+            attention(bs, 1)
+        for bs in (5, 6, 7, 8):
+            attention(bs, 7)
+        for tokens in (1, 16, 17, 32, 100):
+            norms(tokens)
+        torch.cuda.synchronize()
+    finally:
+        stop()
+    assert compiled == []
+
+
+def test_warm_up_token_counts_cover_every_silu_block() -> None:
+    """引擎启动时跑的那几个 token 数，恰好每档 SiLU-mul 的块各一个：服务里不管一步多少行，
+    它的块都已经编译过。PyTorch 的写法不用编译：CPU 上一个也不跑。"""
+    counts = T.token_counts_to_warm_up()
+    blocks = [T._silu_block(n) for n in counts]
+    assert len(set(blocks)) == len(blocks)
+    assert {T._silu_block(rows) for rows in range(1, 20000)} == set(blocks)
+    assert ops.warm_up_token_counts(torch.device("cpu")) == ()
+
+
+def test_warm_up_prefill_writes_only_the_dummy_page(tiny_model: Any, make_llm: Any) -> None:
+    """假的 prefill 只把 K/V 写进哑页，真的页一个字节不动；比页表一行还长的 token 数跳过。
+    之后生成的 token 和没有预热时一样。"""
+    prompts = [list(range(50, 50 + n)) for n in (5, 17, 3)]
+    params = SamplingParams(max_tokens=6, ignore_eos=True)
+    want = [o.token_ids for o in make_llm(tiny_model).generate(prompts, params)]
+    llm = make_llm(tiny_model, max_seq_len=64)
+    engine = llm.scheduler.engine
+    pool = engine.kv_cache
+    dummy = slice(engine.dummy_page * engine.page_size, (engine.dummy_page + 1) * engine.page_size)
+    after = [pool.k_cache(0).flatten(0, 1), pool.v_cache(0).flatten(0, 1)]
+    for a in after:  # GPU 上建引擎时已经预热过一次：先把哑页清零，才看得出这一次写了它
+        a[dummy] = 0
+    before = [a.clone() for a in after]
+    engine.warm_up_prefill((1, 40, 64, 65, 512))
+    for b, a in zip(before, after):
+        real = torch.ones(a.shape[0], dtype=torch.bool)
+        real[dummy] = False
+        assert torch.equal(a[real], b[real]) and a[dummy].abs().sum() > 0
+    assert [o.token_ids for o in llm.generate(prompts, params)] == want
+
+
+@pytest.mark.skipif(not ON_CUDA, reason="解释器不编译；CPU 上由上面两个测试核对预热的档位和写法")
+def test_engine_compiles_nothing_after_start(tiny_model: Any) -> None:
+    """GPU 上引擎建好以后（CUDA Graph 录好、prefill 按档预热过），长短不一的 prefill、各种批大小
+    的 decode 都不再让 Triton 现编译。"""
+    from minisgl.kernel.compiles import watch_triton_compiles
+    from minisgl.llm import LLM
+
+    llm = LLM(tiny_model, device=DEVICE, dtype=torch.bfloat16, num_pages=4096,
+              max_running_reqs=16, max_seq_len=1024)  # fmt: skip
+    compiled: list[str] = []
+    stop = watch_triton_compiles(compiled.append)
+    assert stop is not None
+    try:
+        params = SamplingParams(max_tokens=4, ignore_eos=True)
+        for lengths in ([3], [70, 9], [600], [5] * 7, [33] * 16, [300, 400]):
+            llm.generate([list(range(10, 10 + n)) for n in lengths], params)
+    finally:
+        stop()
+        llm.shutdown()
+    assert compiled == []

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from minisgl.utils.device import pin_memory, to_device, use_triton_interpreter_unless_cuda
+from minisgl.utils.device import ints_to_device, pin_memory, use_triton_interpreter_unless_cuda
 
 from .base import BaseAttnBackend, BaseAttnMetadata
 
@@ -220,18 +220,18 @@ class TritonAttnBackend(BaseAttnBackend):
         for n in extend:
             cu.append(cu[-1] + n)
         # 四个小张量先在主机上拼成一块，一次拷到设备上，再切开
-        host = torch.tensor(
-            [r.table_idx for r in reqs] + cu + [r.cached_len for r in reqs]
-            + [r.device_len for r in reqs],
-            dtype=torch.int32,
+        rows, cu_q, cached, kv_lens = ints_to_device(
+            (
+                [r.table_idx for r in reqs], cu,
+                [r.cached_len for r in reqs], [r.device_len for r in reqs],
+            ),
+            self.page_table.device,
         )  # fmt: skip
-        dev = to_device(host, self.page_table.device)
-        bs = len(reqs)
         batch.attn_metadata = TritonAttnMetadata(
-            rows=dev[:bs],
-            cu_q=dev[bs : 2 * bs + 1],
-            cached=dev[2 * bs + 1 : 3 * bs + 1],
-            kv_lens=dev[3 * bs + 1 :],
+            rows=rows,
+            cu_q=cu_q,
+            cached=cached,
+            kv_lens=kv_lens,
             max_extend=max(extend),
             is_decode=all(n == 1 for n in extend),
         )

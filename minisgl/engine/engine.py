@@ -233,6 +233,11 @@ class Engine:
             device=self.device,
             dummy_page=self.dummy_page,
         )
+        # >> ch19
+        from minisgl.kernel.ops import warm_up_token_counts
+
+        self.warm_up_prefill(warm_up_token_counts(self.device))
+        # << ch19
         logger.info(
             f"engine ready on {self.device}: model {format_bytes(self.model_bytes)}, "
             f"KV cache {self.num_pages} pages x {self.page_size} tokens = "
@@ -269,6 +274,24 @@ class Engine:
         logits = self.forward_logits(batch)
         return self.sampler.sample(logits, args if args is not None else self.sampling_args(batch))
 
+    # >> ch19
+    def warm_up_prefill(self, token_counts: Sequence[int]) -> None:
+        """每个 token 数各跑一次只有一个假请求的 prefill，让 Triton 在启动时编译图外的 kernel
+        （图外不开依赖启动，和图里的是两组编译），而不是服务中途让那一步停几百毫秒；decode 的各档
+        在捕获 CUDA Graph 时已经跑过。假请求用页表第 0 行（还没有请求，全是 0：只读不写），
+        K/V 全写进哑页。比页表一行还长的 token 数，服务里也不会有，跳过。"""
+        for n in token_counts:
+            if n > self.page_table.shape[1]:
+                continue
+            batch = Batch([Req(torch.zeros(n, dtype=torch.int32), table_idx=0)], "prefill")
+            batch.input_ids = torch.zeros(n, dtype=torch.int32, device=self.device)
+            batch.positions = torch.arange(n, dtype=torch.int32, device=self.device)
+            dummy_slot = self.dummy_page * self.page_size
+            batch.out_loc = torch.full((n,), dummy_slot, dtype=torch.int32, device=self.device)
+            self.forward_logits(batch)
+        synchronize(self.device)
+
+    # << ch19
     def shutdown(self) -> None:
         """放开全局上下文和 CUDA Graph。"""
         self.graph_runner.destroy()

@@ -28,6 +28,7 @@ __all__ = [
     # >> ch19
     "linear",
     "qk_norm_rope_inplace",
+    "warm_up_token_counts",
     # << ch19
 ]
 
@@ -46,6 +47,14 @@ def _use_triton(x: torch.Tensor, *others: torch.Tensor) -> bool:
     """CUDA 上、装了 triton、``others``（权重、残差……）和输入 ``x`` 同一个 dtype（不同时结果会被
     提升 dtype，交给 PyTorch）。"""
     return x.is_cuda and triton_ops is not None and all(t.dtype == x.dtype for t in others)
+
+
+def warm_up_token_counts(device: torch.device) -> tuple[int, ...]:
+    """引擎启动时该各跑一次 prefill 的 token 数：GPU 上用 Triton 时见
+    ``triton_ops.token_counts_to_warm_up``；PyTorch 的写法不用编译，一个也不用。"""
+    if device.type != "cuda" or triton_ops is None:
+        return ()
+    return triton_ops.token_counts_to_warm_up()
 
 
 # << ch19

@@ -37,6 +37,7 @@ __all__ = [
     "rmsnorm",
     "silu_and_mul",
     "store_cache",
+    "token_counts_to_warm_up",
 ]
 
 # GPU 上让 Triton 逐条按写法舍入：不把 ``a * b - c`` 合成一条 FMA（少一次舍入，结果就和 PyTorch
@@ -99,7 +100,8 @@ def _rstd(x, n, eps):
     return tl.rsqrt(tl.sum(xf * xf, axis=1) / n + eps)
 
 
-@triton.jit
+# token 数每一步都在变：不让 Triton 按它特化（是不是 1、是不是 16 的倍数），免得服务中途现编译
+@triton.jit(do_not_specialize=["total"])
 def _rmsnorm_kernel(
     X, RES, W, OUT,
     stride_xt, stride_xh, stride_rt, stride_rh, stride_ot, stride_oh,
@@ -260,7 +262,7 @@ def _norm_rope_rows(
         tl.store(base + 2 * HALF + r[None, :], y3.to(x.dtype), mask=mr)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["tokens", "q_programs"])  # 同 _rmsnorm_kernel 的 total
 def _qk_norm_rope_kernel(
     Q, K, QW, KW, POS, CACHE,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_c,
@@ -341,10 +343,20 @@ def _silu_and_mul_kernel(
     tl.store(OUT + row * stride_o + cols, y.to(gate.dtype), mask=mask)
 
 
+# 每个程序算几个数，按行数分档：（这一档最少的行数，块大小）
+_SILU_BLOCKS = ((1, 256), (64, 512), (512, 1024))
+
+
 def _silu_block(rows: int) -> int:
     """每个程序算几个数。decode 的一两行要切成小块才分得到多个 SM；行多时块小了程序太多，
     调度它们比读写本身还费时间（H200 上 16384 行 × 3072：256 个一块 237 µs，1024 个 72 µs）。"""
-    return 256 if rows < 64 else 512 if rows < 512 else 1024
+    return next(block for least, block in reversed(_SILU_BLOCKS) if rows >= least)
+
+
+def token_counts_to_warm_up() -> tuple[int, ...]:
+    """一步的 token 数分这几档，每档 kernel 的编译期参数不一样（现在只有 SiLU-mul 的块随它变）。
+    引擎启动时每档跑一次 prefill，这些 kernel 就在服务之前编译好，不在服务中途让一步停下来。"""
+    return tuple(least for least, _ in _SILU_BLOCKS)
 
 
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:

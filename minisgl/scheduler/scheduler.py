@@ -29,7 +29,7 @@ __all__ = ["ForwardOutput", "Scheduler"]
 # >> ch11
 from minisgl.env import ENV
 from minisgl.utils import Event, new_event, new_stream, pin_memory, stream_context
-from minisgl.utils.device import to_device
+from minisgl.utils.device import ints_to_device, to_device
 
 from .utils import AbortReq
 
@@ -383,13 +383,11 @@ class Scheduler:
         """decode 批次的三个输入张量，全在设备上得到：每个请求 1 个 token，位置 device_len - 1。
         返回这些请求在页表里的行（在设备上）。"""
         reqs = batch.reqs
-        # 行号和位置拼在一起，一次拷到设备（每一次小拷贝在主机上都要十几到几十微秒）。
-        # 锁页 + 异步拷贝：普通的 .to(device) 要等流上排着的前向都算完，重叠就白做了
-        host = torch.tensor(
-            [r.table_idx for r in reqs] + [r.device_len - 1 for r in reqs], dtype=torch.int32
+        # 行号和位置一次拷到设备。锁页 + 异步拷贝：普通的 .to(device) 要等流上排着的前向
+        # 都算完，重叠就白做了
+        rows, pos = ints_to_device(
+            ([r.table_idx for r in reqs], [r.device_len - 1 for r in reqs]), self.device
         )
-        both = to_device(host, self.device)
-        rows, pos = both[: len(reqs)], both[len(reqs) :]
         batch.input_ids = self.last_token[rows]
         batch.positions = pos
         batch.out_loc = self.engine.page_table[rows, pos]
@@ -532,7 +530,8 @@ class Scheduler:
 # >> ch19
 def _count_compile(stats: dict[str, int], kernel: str) -> None:
     stats["triton_compiles"] += 1
-    logger.debug("Triton 新编译了一个 kernel：%s", kernel)
+    # 引擎建好以后才开始数：数到的都是服务中途的，每一个都让那一步停顿，所以是警告
+    logger.warning("Triton 现编译了一个 kernel（这一步因此变慢）：%s", kernel)
 
 
 # << ch19
