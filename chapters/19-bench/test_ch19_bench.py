@@ -353,19 +353,25 @@ def test_compile_watchers_share_one_hook_and_put_the_original_back() -> None:
         knobs.runtime.jit_post_compile_hook = original
 
 
-def test_scheduler_counts_compiles_and_reports_them(tiny_model: Path) -> None:
+def test_scheduler_counts_compiles_and_reports_them(
+    tiny_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """调度器数 Triton 新编译的 kernel，随账目报给 API Server，``/metrics`` 里是一个 counter；
-    调度器关掉以后不再数，钩子换回原来的。"""
+    日志里一行警告写明是哪个，基准测试从服务的日志里按它找出来；调度器关掉以后不再数，钩子换回
+    原来的。"""
     from triton import knobs
 
+    from minisgl.benchmark.online import compiled_kernels
     from minisgl.message import SchedulerStats
     from minisgl.scheduler.stats import snapshot
     from minisgl.server.metrics import Metrics
 
     original = knobs.runtime.jit_post_compile_hook
     llm = _tiny_llm(tiny_model, overlap=False)
-    knobs.runtime.jit_post_compile_hook(key="x", repr="_k(n: i32)")
+    capsys.readouterr()
+    knobs.runtime.jit_post_compile_hook(key="x", repr="_k[num_warps=4](n: i32)")
     assert llm.scheduler.stats["triton_compiles"] == 1
+    assert compiled_kernels(capsys.readouterr().out) == ["_k[num_warps=4]"]
     stats = snapshot(llm.scheduler)
     assert isinstance(stats, SchedulerStats) and stats.triton_compiles == 1
     llm.shutdown()
@@ -485,6 +491,12 @@ def test_report_divides_sampled_by_tokens_read() -> None:
     r["online"]["levels"][0]["triton_compiles"] = 0
     text = render_markdown(r)
     assert "现编译了 kernel（每个都是一次几百毫秒的停顿）：对话接口 不带 max_tokens：1 个\n" in text
+    assert "服务的日志里" not in text  # 早先的结果没有 compiled_kernels：不写
+    r["online"]["compiled_kernels"] = ["_silu_and_mul_kernel[num_warps=4]", "_k[num_warps=2]"]
+    text = render_markdown(r)
+    assert "（连同预热的请求）：`_silu_and_mul_kernel[num_warps=4]`；`_k[num_warps=2]`\n" in text
+    r["online"]["compiled_kernels"] = []
+    assert "服务的日志里现编译的 kernel（连同预热的请求）：一个也没有\n" in render_markdown(r)
 
 
 def _is_stats(x: dict[str, Any], runs: int) -> bool:

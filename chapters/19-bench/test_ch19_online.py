@@ -78,3 +78,47 @@ def test_stream_with_continuous_usage(base: str) -> None:
     usages = [(c.usage.prompt_tokens, c.usage.completion_tokens) for c in chat]
     assert usages[0] == (usages[-1][0], 0) and usages[-1][1] == 5 and usages[0][0] > 0
     assert all(prompt == usages[0][0] for prompt, _ in usages)
+
+
+def test_serve_collects_compile_warnings_from_the_server_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``serve(compiled=...)`` 关闭服务之前读它的日志：调度器每次现编译写的那行警告，取出 kernel
+    名和编译参数（Triton 的说明里参数表之前的那段，说明本身可能跨行）。之后照常关闭服务。"""
+    from minisgl.kernel.compiles import COMPILE_WARNING
+
+    log = (
+        "[05:30:30 engine.engine] INFO    engine ready\n"
+        f"[05:30:42 scheduler.scheduler] WARNING {COMPILE_WARNING}"
+        "_silu_and_mul_kernel[num_warps=4, num_stages=3](X: (\n  '*bf16', 16), n: i32)\n"
+        f"[05:30:50 scheduler.scheduler] WARNING {COMPILE_WARNING}_k[num_warps=2](n: i32)\n"
+    )
+    calls: list[str] = []
+
+    class FakeServer:
+        url = "http://127.0.0.1:1"
+
+        def log_text(self) -> str:
+            calls.append("log")
+            return log
+
+        def stop(self) -> int:
+            calls.append("stop")
+            return 0
+
+        def kill(self) -> None:
+            calls.append("kill")
+
+    monkeypatch.setattr(online, "start_background_server", lambda *a, **k: FakeServer())
+    compiled = ["from an earlier server"]
+    with online.serve("model", compiled=compiled) as url:
+        assert url == FakeServer.url
+    assert compiled == [
+        "from an earlier server",
+        "_silu_and_mul_kernel[num_warps=4, num_stages=3]",
+        "_k[num_warps=2]",
+    ]
+    assert calls == ["log", "stop", "kill"]
+    with online.serve("model"):  # 不要的话不读日志
+        pass
+    assert calls[3:] == ["stop", "kill"]

@@ -188,8 +188,9 @@ def _bench_online(p: Preset, model: str, results: dict[str, Any], t0: float) -> 
     common = ["--dtype", p.dtype, "--silent-output", "--memory-fraction", "0.3"]
     clients = str(max(p.online_clients))
     levels = []
+    compiled: list[str] = []  # 各个服务的日志里现编译的 kernel（连同预热的请求里的）
     with online.serve(model, *common, "--max-running-requests", clients,
-                      "--max-seq-len-override", "1024") as base:  # fmt: skip
+                      "--max-seq-len-override", "1024", compiled=compiled) as base:  # fmt: skip
         for c in p.online_clients:
             procs = min(c, p.client_processes)
             levels.append(online.run_clients(base, c, p.online_rounds, 32, p.online_tokens, procs))
@@ -203,7 +204,7 @@ def _bench_online(p: Preset, model: str, results: dict[str, Any], t0: float) -> 
     # 不写 --max-seq-len-override：不带 max_tokens 的请求最多可以生成到模型的整个上下文
     common += ["--max-running-requests", str(p.online_chat_clients)]
     for headroom, sends in (("256", (True, False)), ("full", (False,))):
-        with online.serve(model, *common, "--kv-headroom", headroom) as base:
+        with online.serve(model, *common, "--kv-headroom", headroom, compiled=compiled) as base:
             for send in sends:
                 procs = min(p.online_chat_clients, p.client_processes)
                 row = online.run_chat_clients(
@@ -213,6 +214,7 @@ def _bench_online(p: Preset, model: str, results: dict[str, Any], t0: float) -> 
                 _log(
                     t0, f"对话接口（kv_headroom {headroom}，max_tokens {send}）：{json.dumps(row)}"
                 )
+    results["online"]["compiled_kernels"] = compiled
     results["online"]["chat"] = chat
 
 

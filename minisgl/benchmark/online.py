@@ -28,9 +28,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+from minisgl.kernel.compiles import COMPILE_WARNING
 from minisgl.server.launch import start_background_server
 
 __all__ = [
+    "compiled_kernels",
     "counters_when_idle",
     "peak_metrics",
     "percentile",
@@ -43,17 +45,32 @@ Sample = tuple[float, float, int, float]  # TTFT、TPOT、输出（读到）的 
 
 
 @contextmanager
-def serve(model: str, *args: str, timeout: float = 600) -> Iterator[str]:
+def serve(
+    model: str, *args: str, timeout: float = 600, compiled: list[str] | None = None
+) -> Iterator[str]:
     """在后台启动服务（第 15 章的 ``start_background_server``），给出 base url；
-    结束时像 Ctrl-C 一样让它按顺序关闭，关不掉就整组杀掉。"""
+    结束时像 Ctrl-C 一样让它按顺序关闭，关不掉就整组杀掉。给了 ``compiled`` 时，关闭之前把
+    服务日志里现编译的 kernel 追加进去（``compiled_kernels``）。"""
     server = start_background_server(model, *args, name="minisgl-bench", timeout=timeout)
     try:
         yield server.url
     finally:
         try:
+            if compiled is not None:
+                compiled += compiled_kernels(server.log_text())
             server.stop()
         finally:
             server.kill()
+
+
+def compiled_kernels(log: str) -> list[str]:
+    """调度器每数到一次现编译就写一行警告（``COMPILE_WARNING`` 接 Triton 的说明）：取出说明里
+    参数表之前的那段，也就是 kernel 名和编译参数（warp 数、流水级数……）。"""
+    return [
+        line.split(COMPILE_WARNING, 1)[1].split("(", 1)[0]
+        for line in log.splitlines()
+        if COMPILE_WARNING in line
+    ]
 
 
 def percentile(values: Sequence[float], q: float) -> float:

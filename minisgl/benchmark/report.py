@@ -249,6 +249,9 @@ def _online(o: dict[str, Any]) -> list[str]:
     stalls = [f"{name}：{x['triton_compiles']} 个" for name, x in rows if x.get("triton_compiles")]
     if stalls:  # 服务中途现编译一个 kernel，那一步就停几百毫秒，落在这一行的 p99 上
         out += ["测量中服务现编译了 kernel（每个都是一次几百毫秒的停顿）：" + "；".join(stalls), ""]
+    if "compiled_kernels" in o:  # 服务日志里的警告：是哪几个（连同每个服务预热的请求里的）
+        names = "；".join(f"`{k}`" for k in o["compiled_kernels"]) or "一个也没有"
+        out += [f"服务的日志里现编译的 kernel（连同预热的请求）：{names}", ""]
     return out
 
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["watch_triton_compiles"]
+__all__ = ["COMPILE_WARNING", "watch_triton_compiles"]
+
+# 调度器数到一次现编译时写的警告，后面接 Triton 的说明；基准测试从服务的日志里按它找出是哪几个
+COMPILE_WARNING = "Triton 现编译了一个 kernel（这一步因此变慢）："
 
 _watchers: list[Callable[[str], None]] = []
 _previous: list[Any] = []  # 挂上钩子之前的那个（可能是 None），名单空了换回它

@@ -50,11 +50,13 @@ def _use_triton(x: torch.Tensor, *others: torch.Tensor) -> bool:
 
 
 def warm_up_token_counts(device: torch.device) -> tuple[int, ...]:
-    """引擎启动时该各跑一次 prefill 的 token 数：GPU 上用 Triton 时见
-    ``triton_ops.token_counts_to_warm_up``；PyTorch 的写法不用编译，一个也不用。"""
-    if device.type != "cuda" or triton_ops is None:
+    """引擎启动时该各跑一次 prefill 的 token 数：GPU 上用 Triton 时，SiLU-mul 的块按行数分的
+    几档，加上 GEMV 按 M 分的两组（各自的 ``token_counts_to_warm_up``）；PyTorch 的写法不用
+    编译，一个也不用。"""
+    if device.type != "cuda" or triton_ops is None or triton_linear is None:
         return ()
-    return triton_ops.token_counts_to_warm_up()
+    counts = {*triton_ops.token_counts_to_warm_up(), *triton_linear.token_counts_to_warm_up()}
+    return tuple(sorted(counts))
 
 
 # << ch19

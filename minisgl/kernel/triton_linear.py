@@ -41,7 +41,7 @@ import triton.language as tl
 
 from .triton_ops import dependent_launch, dependent_start, gdc_launch_dependents, gdc_wait
 
-__all__ = ["MAX_M", "LinearConfig", "linear_small_m", "pick_config"]
+__all__ = ["MAX_M", "LinearConfig", "linear_small_m", "pick_config", "token_counts_to_warm_up"]
 
 MAX_M = 16  # 超过它就是普通的矩阵乘了，交给 cuBLAS
 _DOT_M = 16  # tl.dot 每一维至少 16
@@ -81,6 +81,12 @@ def pick_config(m: int, n: int, k: int, num_sms: int = 132) -> LinearConfig:
     block_n, block_k = (64, 256) if n > k else (32, 512)
     split = 1 if triton.cdiv(n, block_n) >= 4 * num_sms else min(4, max(1, k // block_k))
     return LinearConfig(block_n, block_k, split, num_warps=4, num_stages=2, dot=True)
+
+
+def token_counts_to_warm_up() -> tuple[int, ...]:
+    """``pick_config`` 对 M 只分两组：M = 1 和 M = 2～``MAX_M``（M 本身不参与特化）。一步只有
+    1 个、2 个 token 的 prefill 各走一组（见 ``ops.warm_up_token_counts``）。"""
+    return (1, 2)
 
 
 @triton.jit

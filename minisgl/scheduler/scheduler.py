@@ -529,9 +529,11 @@ class Scheduler:
 
 # >> ch19
 def _count_compile(stats: dict[str, int], kernel: str) -> None:
+    from minisgl.kernel.compiles import COMPILE_WARNING
+
     stats["triton_compiles"] += 1
     # 引擎建好以后才开始数：数到的都是服务中途的，每一个都让那一步停顿，所以是警告
-    logger.warning("Triton 现编译了一个 kernel（这一步因此变慢）：%s", kernel)
+    logger.warning(COMPILE_WARNING + "%s", kernel)
 
 
 # << ch19

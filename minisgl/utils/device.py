@@ -17,7 +17,7 @@ import contextlib
 import os
 import platform
 import time
-from typing import Iterator, Sequence, Union
+from typing import Iterator, Union
 
 import psutil
 import torch
@@ -174,7 +174,7 @@ __all__ += ["to_device"]
 
 # << ch04
 # >> ch11
-def ints_to_device(parts: Sequence[Sequence[int]], device: DeviceLike) -> list[torch.Tensor]:
+def ints_to_device(parts: tuple[list[int], ...], device: DeviceLike) -> list[torch.Tensor]:
     """几段 int32 小数组拼成一块、一次拷到设备上，再切回几段（每一次小拷贝在主机上都要十几到
     几十微秒）。每段都从 16 字节对齐的地址开始：Triton 按指针是否 16 字节对齐各编译一份 kernel，
     紧挨着拼的话，后面几段的对齐随批大小模 4 变，服务中途碰上新的批大小就要停下来现编译。"""
