@@ -286,8 +286,8 @@ class Engine:
             batch = Batch([Req(torch.zeros(n, dtype=torch.int32), table_idx=0)], "prefill")
             batch.input_ids = torch.zeros(n, dtype=torch.int32, device=self.device)
             batch.positions = torch.arange(n, dtype=torch.int32, device=self.device)
-            dummy_slot = self.dummy_page * self.page_size
-            batch.out_loc = torch.full((n,), dummy_slot, dtype=torch.int32, device=self.device)
+            slot = self.graph_runner.dummy_slot  # 哑页的第一个槽位，和补齐的假请求写同一处
+            batch.out_loc = torch.full((n,), slot, dtype=torch.int32, device=self.device)
             self.forward_logits(batch)
         synchronize(self.device)
 
