@@ -1,10 +1,11 @@
-"""decode 一步里的 kernel 参数放进整步 decode 里比（第 19 章第十三处的表由它量出）。
+"""decode 一步里的 kernel 参数放进整步 decode 里比（第 19 章第十三处起的几张表由它量出）。
 
 ``tune_kernels.py`` 把一种 kernel 单独连着跑；这里量的是真实的一步：每一组参数各建一个 ``LLM``
 （CUDA Graph 在建的时候就录好了，换参数就得重建），用基准测试的 ``decode_latency`` 量几个小批次。
 一组参数可以换两样东西：程序数少于 64（batch × KV 头数）时 ``decode_tiles_cuda`` 的返回值（注意力
-的分块），和 M = 1、K 比一块长时 ``pick_config`` 的返回值（o_proj、down 的 GEMV 切不切 K：切了就
-多一个合并部分和的 kernel）。几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移::
+的分块），M = 1、K 比一块长时 ``pick_config`` 的返回值（o_proj、down 的 GEMV 切不切 K：切了就
+多一个合并部分和的 kernel），M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数，或者把它拆回
+GEMV 和 SiLU-mul 两个 kernel。几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移::
 
     python tools/decode_tiles_ab.py --out /tmp/tiles.json
 
@@ -27,9 +28,10 @@ import torch
 from minisgl.attention import triton_attn
 from minisgl.benchmark import offline, save_results
 from minisgl.engine import has_weight_files
-from minisgl.kernel import triton_linear
+from minisgl.kernel import ops, triton_linear
 from minisgl.kernel.triton_linear import LinearConfig
 from minisgl.llm import LLM
+from minisgl.models import utils as model_utils
 from minisgl.utils import dtype_from_str, pick_device
 
 SMALL = 64  # 程序数少于它时换分块（和 decode_tiles_cuda 里"只有几个请求"的那一档一致）
@@ -41,6 +43,8 @@ class Variant:
 
     attention: tuple[int, dict[str, int]] | None = None  # (段数, tiles)，只有几个请求时
     gemv_long_k: LinearConfig | None = None  # M = 1、K 比一块长（o_proj、down）时
+    gate_silu: LinearConfig | None = None  # M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数
+    silu_apart: bool = False  # gate_up 的 GEMV 和 SiLU-mul 分成两个 kernel（合成之前的写法）
 
 
 def _attn(splits: int, warps: int, stages: int) -> Variant:
@@ -57,13 +61,20 @@ VARIANTS: dict[str, Variant] = {
     # o_proj、down 不切 K：每个 program 沿 K 读完自己那几行，不再启动合并的 kernel
     "gemv-nosplit-8": Variant(gemv_long_k=LinearConfig(8, 1024, 1, num_warps=2, num_stages=2)),
     "gemv-nosplit-4": Variant(gemv_long_k=LinearConfig(4, 1024, 1, num_warps=2, num_stages=2)),
+    "silu-apart": Variant(silu_apart=True),
+    "silu-16-4w": Variant(gate_silu=LinearConfig(16, 1024, 1, num_warps=4, num_stages=2)),
 }
+
+
+def _silu_apart(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return ops.silu_and_mul(ops.linear(x, weight, bias))
 
 
 @contextmanager
 def patched(variant: Variant) -> Iterator[None]:
     """``variant`` 里给了的那几样换掉，别的形状、别的批大小照旧；退出时换回原来的函数。"""
     tiles, pick = triton_attn.decode_tiles_cuda, triton_linear.pick_config
+    fused, silu_config = model_utils.linear_silu_and_mul, triton_linear.SILU_CONFIG
 
     def decode_tiles(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
         if variant.attention is not None and bs * num_kv_heads < SMALL:
@@ -76,10 +87,14 @@ def patched(variant: Variant) -> Iterator[None]:
         return pick(m, n, k, num_sms)
 
     triton_attn.decode_tiles_cuda, triton_linear.pick_config = decode_tiles, pick_config
+    if variant.silu_apart:
+        model_utils.linear_silu_and_mul = _silu_apart
+    triton_linear.SILU_CONFIG = variant.gate_silu or silu_config
     try:
         yield
     finally:
         triton_attn.decode_tiles_cuda, triton_linear.pick_config = tiles, pick
+        model_utils.linear_silu_and_mul, triton_linear.SILU_CONFIG = fused, silu_config
 
 
 def run(

@@ -312,15 +312,16 @@ def test_notes_count_triton_compiles(tiny_model: Path) -> None:
     knobs.runtime.jit_post_compile_hook = lambda **kw: seen.append(kw["key"])
     try:
         llm = _tiny_llm(tiny_model, overlap=False)
+        compiled_at_start = len(seen)  # GPU 上建引擎时真编译的 kernel 也经过这个钩子
         with offline.sample_notes(llm) as note:
             knobs.runtime.jit_post_compile_hook(key="a", repr="_k[num_warps=4](n: i32D)")
             knobs.runtime.jit_post_compile_hook(key="b")
         llm.shutdown()
-        assert note["triton_compiles"] == 2 and seen == ["a", "b"]
+        assert note["triton_compiles"] == 2 and seen[compiled_at_start:] == ["a", "b"]
         assert note["triton_kernels"] == ["_k[num_warps=4](n: i32D)", "b"]
         assert knobs.runtime.jit_post_compile_hook is not None
         knobs.runtime.jit_post_compile_hook(key="c")  # 已经换回原来的钩子：不再计数
-        assert note["triton_compiles"] == 2 and seen == ["a", "b", "c"]
+        assert note["triton_compiles"] == 2 and seen[compiled_at_start:] == ["a", "b", "c"]
     finally:
         knobs.runtime.jit_post_compile_hook = original
 

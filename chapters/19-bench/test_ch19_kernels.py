@@ -324,12 +324,11 @@ def test_dependent_launch_follows_graph_capture(monkeypatch: pytest.MonkeyPatch)
 
 
 def _decode_chain(h: torch.Tensor, res: torch.Tensor, w: dict[str, torch.Tensor]) -> torch.Tensor:
-    """一层 MLP 在 decode 时的那串 kernel：加残差的 RMSNorm → GEMV → silu_and_mul → GEMV（切 K）
+    """一层 MLP 在 decode 时的那串 kernel：加残差的 RMSNorm → GEMV 连 SiLU-mul → GEMV（切 K）
     → RMSNorm。每一个都读上一个刚写的结果。"""
     TL = ops.triton_linear
     T.rmsnorm(h, w["norm"], 1e-6, out=h, residual=res)
-    up = TL.linear_small_m(h, w["gate_up"])
-    down = TL.linear_small_m(T.silu_and_mul(up), w["down"])
+    down = TL.linear_small_m(TL.linear_silu_and_mul(h, w["gate_up"]), w["down"])
     return T.rmsnorm(down, w["norm"], 1e-6)
 
 

@@ -4,6 +4,7 @@
   这个先验的误差界）；bf16/fp16 的输出是精确结果就近舍入一次，误差不超过半个单位（ulp）。
   形状故意取块大小的非整数倍，M 从 1 到 16，有 bias 和没有 bias，乘加两种写法、切不切 K 都测。
 - split-K：部分和按固定的顺序相加，两次运行逐位相同。
+- 一行的 gate_up 连着 SiLU-mul 的那个 kernel：和 float64 的精确结果只差各步的舍入。
 - 分派：只有 M 小、dtype 是 bf16/fp16 且处处一致、张量连续时才走 kernel，其余都是 ``F.linear``。
 
 不在 CUDA 上时 kernel 由 Triton 的解释器执行。解释器有两处和 GPU 不同，测试里换掉：bf16 的
@@ -128,6 +129,91 @@ def test_rejects_what_it_cannot_do() -> None:
         TL.linear_small_m(x, w, torch.zeros(8, device=DEVICE))
 
 
+def _check_fused(got: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> None:
+    """``silu(gate) * up`` 和 float64 的精确结果比。gate、up 在 float32 里累加（误差不超过
+    ``_check`` 的先验界）再各自舍入成 x 的 dtype，SiLU 的结果、乘积又各舍入一次；gate 的误差经
+    SiLU 的导数（处处 ``|silu'| < 1.1``）传下去，float32 里的 exp 和除法再多算几个 ulp。"""
+    inter = w.shape[0] // 2
+    assert got.dtype == x.dtype and got.shape == (1, inter)
+    xd, wd = x.double().cpu(), w.double().cpu()
+    exact, magnitude = F.linear(xd, wd), F.linear(xd.abs(), wd.abs())
+    half = torch.finfo(x.dtype).eps / 2
+    err = (x.shape[1] + 1) * 2.0**-23 * magnitude + half * exact.abs()  # 累加，再舍入一次
+    gate, up, d_gate, d_up = exact[:, :inter], exact[:, inter:], err[:, :inter], err[:, inter:]
+    silu = F.silu(gate)
+    d_silu = 1.1 * d_gate + (half + 2.0**-20) * (silu.abs() + 1.1 * d_gate)
+    bound = d_silu * up.abs() + (silu.abs() + d_silu) * d_up
+    bound = bound + half * (silu.abs() + d_silu) * (up.abs() + d_up)  # 乘积的舍入
+    diff = (got.double().cpu() - silu * up).abs()
+    worst = bound[diff > bound][0] if (diff > bound).any() else 0.0
+    assert (diff <= bound).all(), f"max error {diff.max():.3g}, bound there {worst:.3g}"
+
+
+FUSED_CONFIGS = {
+    "default": None,
+    "small": TL.LinearConfig(**SMALL, split_k=1) if TL else None,
+}
+
+
+@pytest.mark.parametrize("config", list(FUSED_CONFIGS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("inter", "k"), [(40, 100), (33, 128), (24, 2048)])
+def test_linear_silu_and_mul_matches_silu_of_the_exact_product(
+    inter: int, k: int, dtype: torch.dtype, config: str
+) -> None:
+    """GEMV 连 SiLU-mul 的一个 kernel：和精确结果只差各步的舍入。I 不是块的整数倍；K 有不是块的
+    整数倍的（最后一块带掩码），也有正好两块 1024 的。"""
+    x, w, _ = _inputs(1, 2 * inter, k, dtype, bias=False)
+    _check_fused(TL.linear_silu_and_mul(x, w, FUSED_CONFIGS[config]), x, w)
+
+
+@pytest.mark.skipif(not ON_CUDA, reason="真实尺寸在解释器里太慢；同样的 kernel 由上一个测试核对")
+def test_linear_silu_and_mul_on_the_decode_shape() -> None:
+    """Qwen3-0.6B 的 gate_up（I=3072，K=1024）：误差界之内；和引擎原来的两步（GEMV、再
+    ``silu_and_mul``）比，求和的顺序不一样，最多个别元素不同。"""
+    for seed in range(3):
+        gen = torch.Generator().manual_seed(seed)
+        x = torch.randn(1, 1024, generator=gen).to(DEVICE, torch.bfloat16)
+        w = (torch.randn(2 * 3072, 1024, generator=gen) / 32).to(DEVICE, torch.bfloat16)
+        got = TL.linear_silu_and_mul(x, w)
+        _check_fused(got, x, w)
+        apart = ops.triton_ops.silu_and_mul(TL.linear_small_m(x, w))
+        assert (got != apart).sum() <= 3
+
+
+def test_linear_silu_and_mul_rejects_what_it_cannot_do() -> None:
+    x, w, _ = _inputs(2, 16, 32, torch.bfloat16, bias=False)
+    with pytest.raises(ValueError, match="bad shapes"):
+        TL.linear_silu_and_mul(x, w)  # 两行
+    with pytest.raises(ValueError, match="bad shapes"):
+        TL.linear_silu_and_mul(x[:1], w[:15])  # 行数是奇数，分不成 gate、up 两半
+    with pytest.raises(ValueError, match="neither splits"):
+        TL.linear_silu_and_mul(x[:1], w, TL.LinearConfig(**SMALL, split_k=2))
+
+
+def test_gated_mlp_fuses_only_a_single_token_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GatedMLP`` 在 CUDA 上、一个 token、bf16、SiLU 时走合成的 kernel，结果就是 ``down``
+    接在它后面；几个 token、GELU、CPU 上都是原来的 ``down(act_and_mul(gate_up(x)))``。"""
+    from minisgl.models.utils import GatedMLP
+
+    fused = TL.linear_silu_and_mul
+    calls = _spy(monkeypatch, "linear_silu_and_mul")
+    gen = torch.Generator().manual_seed(0)
+    for act in ("silu", "gelu"):
+        mlp = GatedMLP(64, 48, act)
+        gate_up, down = mlp.gate_up_proj, mlp.down_proj
+        gate_up.weight = (torch.randn(96, 64, generator=gen) / 8).to(DEVICE, torch.bfloat16)
+        down.weight = (torch.randn(64, 48, generator=gen) / 8).to(DEVICE, torch.bfloat16)
+        for m in (1, 3):
+            x = torch.randn(m, 64, generator=gen).to(DEVICE, torch.bfloat16)
+            if ON_CUDA and act == "silu" and m == 1:
+                hidden = fused(x, gate_up.weight)
+            else:
+                hidden = mlp._act_and_mul(ops.linear(x, gate_up.weight))
+            assert torch.equal(mlp.forward(x), ops.linear(hidden, down.weight))
+    assert calls == ([1] if ON_CUDA else [])
+
+
 def test_pick_config_covers_the_sms() -> None:
     """decode 的形状（Qwen3-0.6B）：program 不少于 SM 数的一小半，没有空的 K 段。M=1 时每段 K
     恰好一块，program 超过 SM 数的 4 倍时每个 program 的行数加倍；M 大于 1、program 不到 SM 数的
@@ -177,15 +263,16 @@ def test_dispatch_only_where_intended(
     assert ops._small_m_kernel_fits(x, w, b) is fits
 
 
-def _spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def _spy(monkeypatch: pytest.MonkeyPatch, name: str = "linear_small_m") -> list[int]:
+    """把 ``triton_linear`` 里的 kernel 函数换成记下每次 M 的包装，返回这份记录。"""
     calls: list[int] = []
-    kernel = TL.linear_small_m
+    kernel = getattr(TL, name)
 
-    def spy(x, weight, bias=None):  # type: ignore[no-untyped-def]
+    def spy(x, *args):  # type: ignore[no-untyped-def]
         calls.append(x.shape[0])
-        return kernel(x, weight, bias)
+        return kernel(x, *args)
 
-    monkeypatch.setattr(TL, "linear_small_m", spy)
+    monkeypatch.setattr(TL, name, spy)
     return calls
 
 

@@ -27,6 +27,7 @@ __all__ = [
     # << ch04
     # >> ch19
     "linear",
+    "linear_silu_and_mul",
     "qk_norm_rope_inplace",
     "warm_up_token_counts",
     # << ch19
@@ -244,6 +245,21 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     return F.silu(gate) * up
 
 
+# >> ch19
+def linear_silu_and_mul(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``silu_and_mul(linear(x, weight, bias))``：``weight`` 的前一半行算 gate、后一半算 up。
+
+    decode 一步只有一个 token（x 只有一行）时，GPU 上是一个 kernel：GEMV 算出几个 gate 和对应的
+    up，就地做 SiLU 和乘，少启动一个 kernel，也不把 ``(1, 2I)`` 的中间结果写出去再读回来。
+    其余情形是上面的两步。"""
+    if x.is_cuda and bias is None and _small_m_kernel_fits(x, weight, None) and x.shape[0] == 1:
+        return triton_linear.linear_silu_and_mul(x, weight)
+    return silu_and_mul(linear(x, weight, bias))
+
+
+# << ch19
 def gelu_and_mul(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     """同上，激活换成 GELU。``approximate="tanh"`` 是 ``gelu_pytorch_tanh`` 用的近似公式。"""
     gate, up = x.chunk(2, dim=-1)

@@ -25,6 +25,9 @@ o_proj 一次 12.6 µs。这里的 kernel 打开依赖启动（见 ``triton_ops.
 最小形状）。这些参数都是 ``LinearConfig`` 的字段，由 ``pick_config`` 按 (M, N, K) 挑，
 也可以直接传入——GPU 上测出来哪组最好，就改 ``pick_config``。
 
+文件末尾的 ``linear_silu_and_mul`` 是 M = 1 的 gate_up 投影连着 SiLU-mul：一个 program 算几个 gate
+和同样位置的几个 up，就地做完激活，decode 时每层少一个 kernel。
+
 这个模块直接 ``import triton``：``ops.py`` 只在装了 triton 时导入它，只在 CUDA 张量上调用它。
 没有 GPU 的机器上测试用 Triton 的解释器调用同样的函数。函数里除了输出和部分和的
 ``torch.empty`` 没有别的分配，也不和 CPU 同步，可以录进 CUDA Graph。
@@ -39,9 +42,23 @@ import torch
 import triton
 import triton.language as tl
 
-from .triton_ops import dependent_launch, dependent_start, gdc_launch_dependents, gdc_wait
+from .triton_ops import (
+    dependent_launch,
+    dependent_start,
+    gdc_launch_dependents,
+    gdc_wait,
+    silu_mul,
+)
 
-__all__ = ["MAX_M", "LinearConfig", "linear_small_m", "pick_config", "token_counts_to_warm_up"]
+__all__ = [
+    "MAX_M",
+    "SILU_CONFIG",
+    "LinearConfig",
+    "linear_silu_and_mul",
+    "linear_small_m",
+    "pick_config",
+    "token_counts_to_warm_up",
+]
 
 MAX_M = 16  # 超过它就是普通的矩阵乘了，交给 cuBLAS
 _DOT_M = 16  # tl.dot 每一维至少 16
@@ -203,4 +220,76 @@ def linear_small_m(
             partial, bias if bias is not None else y, y, m, n, y.stride(0),
             SPLIT_K=split, HAS_BIAS=bias is not None, BLOCK=block, **launch,
         )  # fmt: skip
+    return y
+
+
+# ---------------------------------------------------------------- GEMV 连 SiLU-mul
+
+# M=1 的 gate_up 不切 K（输出宽，program 够多）：每个 program 8 个 gate 加 8 个 up，共 16 行 W、
+# 2 个 warp。H200 上整步 decode 里比过每个 program 16 个 gate 加 16 个 up、4 个 warp 的一组，
+# 它慢一些（第 19 章第十五处）
+SILU_CONFIG = LinearConfig(8, 1024, split_k=1, num_warps=2, num_stages=2)
+
+
+@triton.jit
+def _linear_silu_kernel(
+    X, W, Y, N, K, stride_wn,
+    EVEN_K: tl.constexpr, PRECISE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PDL: tl.constexpr,
+):  # fmt: skip
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    gate_rows = (rn % N).to(tl.int64)  # 越界的行读第 (行号 % N) 行代替，写回时丢掉
+    g_ptrs = W + gate_rows[:, None] * stride_wn + rk[None, :]
+    u_ptrs = W + (gate_rows + N)[:, None] * stride_wn + rk[None, :]  # 第 j 个 up 是第 N + j 行
+    acc_g = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    acc_u = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    if PDL:  # 和 _linear_kernel 一样：先发出第一块权重的读，再等前一个 kernel 写完 x
+        gdc_launch_dependents()
+    for k in range(0, K, BLOCK_K):
+        wg = _load_k(g_ptrs, k, rk, K, EVEN_K)
+        wu = _load_k(u_ptrs, k, rk, K, EVEN_K)
+        if PDL:
+            if k == 0:
+                gdc_wait()
+        if EVEN_K:
+            x = tl.load(X + k + rk)
+        else:
+            x = tl.load(X + k + rk, mask=k + rk < K, other=0.0)
+        # x 是一维的一块，W 是 (BLOCK_N, BLOCK_K)：不像 _linear_kernel 那样为 M 多留一维
+        xf = x.to(tl.float32)[None, :]
+        acc_g += tl.sum(xf * wg.to(tl.float32), axis=1)
+        acc_u += tl.sum(xf * wu.to(tl.float32), axis=1)
+        g_ptrs += BLOCK_K
+        u_ptrs += BLOCK_K
+    dtype = Y.dtype.element_ty
+    y = silu_mul(acc_g.to(dtype), acc_u.to(dtype), PRECISE)  # 先各自舍入成 x 的 dtype，同分开算
+    tl.store(Y + rn, y, mask=rn < N)
+
+
+def linear_silu_and_mul(
+    x: torch.Tensor, weight: torch.Tensor, config: LinearConfig | None = None
+) -> torch.Tensor:
+    """``silu_and_mul(linear_small_m(x, weight))``，x 只有一行（decode 一步一个 token）时的一个
+    kernel：``weight`` 是合并的 ``(2I, K)``，前 I 行是 gate、后 I 行是 up，输出 ``(1, I)``。
+
+    每个 program 读 ``BLOCK_N`` 个 gate 和同样位置的 ``BLOCK_N`` 个 up，两行一起算完就地做
+    SiLU 和乘。比分开算少启动一个 kernel，``(1, 2I)`` 的中间结果也不用写出去再读回来。
+    ``config`` 为 None 时用 ``SILU_CONFIG``；不切 K、不用 ``tl.dot``（这两项必须是 1 和 False）。"""
+    m, k = x.shape
+    n = weight.shape[0]
+    if m != 1 or weight.shape[1] != k or n % 2 or x.stride(-1) != 1 or weight.stride(-1) != 1:
+        raise ValueError(f"bad shapes/strides: x {tuple(x.shape)}, weight {tuple(weight.shape)}")
+    cfg = config or SILU_CONFIG
+    if cfg.split_k != 1 or cfg.dot:
+        raise ValueError("the fused kernel neither splits K nor uses tl.dot")
+    inter = n // 2
+    y = torch.empty(1, inter, device=x.device, dtype=x.dtype)
+    _linear_silu_kernel[(triton.cdiv(inter, cfg.block_n),)](
+        x, weight, y, inter, k, weight.stride(0),
+        EVEN_K=k % cfg.block_k == 0, PRECISE=x.is_cuda,
+        BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        enable_fp_fusion=False, **dependent_launch(x),
+    )  # fmt: skip
     return y

@@ -36,6 +36,7 @@ __all__ = [
     "qk_norm_rope_inplace",
     "rmsnorm",
     "silu_and_mul",
+    "silu_mul",
     "store_cache",
     "token_counts_to_warm_up",
 ]
@@ -322,6 +323,19 @@ def qk_norm_rope_inplace(
 
 
 @triton.jit
+def silu_mul(gate, up, PRECISE: tl.constexpr):
+    """``silu(gate) * up``，结果是 gate 的 dtype。舍入和 PyTorch 的 ``F.silu(gate) * up`` 一样：
+    float32 里算 x / (1 + exp(-x))，转回输入的 dtype；乘 up 再转回一次。"""
+    g = gate.to(tl.float32)
+    if PRECISE:  # GPU：libdevice 的 expf 和 IEEE 除法，和 PyTorch 的 CUDA kernel 同一套
+        e = libdevice.exp(-g)
+    else:  # 解释器（libdevice 在那里没有实现）
+        e = tl.exp(-g)
+    s = tl.math.div_rn(g, 1.0 + e).to(gate.dtype)
+    return (s.to(tl.float32) * up.to(tl.float32)).to(gate.dtype)
+
+
+@triton.jit
 def _silu_and_mul_kernel(
     X, OUT, stride_x, stride_o, n,
     PRECISE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
@@ -332,15 +346,7 @@ def _silu_and_mul_kernel(
     mask = cols < n
     gate = tl.load(X + row * stride_x + cols, mask=mask, other=0.0)
     up = tl.load(X + row * stride_x + n + cols, mask=mask, other=0.0)
-    g = gate.to(tl.float32)
-    # PyTorch 的 silu：float32 里算 x / (1 + exp(-x))，转回输入的 dtype；乘 up 再转回一次
-    if PRECISE:  # GPU：libdevice 的 expf 和 IEEE 除法，和 PyTorch 的 CUDA kernel 同一套
-        e = libdevice.exp(-g)
-    else:  # 解释器（libdevice 在那里没有实现）
-        e = tl.exp(-g)
-    s = tl.math.div_rn(g, 1.0 + e).to(gate.dtype)
-    y = s.to(tl.float32) * up.to(tl.float32)
-    tl.store(OUT + row * stride_o + cols, y.to(gate.dtype), mask=mask)
+    tl.store(OUT + row * stride_o + cols, silu_mul(gate, up, PRECISE), mask=mask)
 
 
 # 每个程序算几个数，按行数分档：（这一档最少的行数，块大小）

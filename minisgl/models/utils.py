@@ -42,6 +42,12 @@ if TYPE_CHECKING:
 __all__ = ["GatedMLP", "GenerateOutput", "RopeAttn", "greedy_generate"]
 
 
+# >> ch19
+from minisgl.kernel.ops import linear_silu_and_mul
+from minisgl.layers import silu_and_mul
+
+
+# << ch19
 class GatedMLP(BaseOP):
     """``down(act(gate(x)) * up(x))``。gate、up 合成一个列并行矩阵 ``gate_up_proj``，
     激活和逐元素乘也合成一个算子（第 3 章的 ``get_act_and_mul``）。
@@ -57,6 +63,12 @@ class GatedMLP(BaseOP):
         self._act_and_mul = get_act_and_mul(hidden_act)  # 不支持的激活在建模型时就报错
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # >> ch19
+        if x.is_cuda and self._act_and_mul is silu_and_mul:  # 一个 token 时 ops 用一个 kernel
+            gate_up = self.gate_up_proj
+            return self.down_proj.forward(linear_silu_and_mul(x, gate_up.weight, gate_up.bias))
+
+        # << ch19
         return self.down_proj.forward(self._act_and_mul(self.gate_up_proj.forward(x)))
 
 

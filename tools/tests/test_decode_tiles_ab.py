@@ -45,6 +45,23 @@ def test_only_long_k_gemv_at_one_row_gets_the_config() -> None:
     assert linear.pick_config is original
 
 
+def test_gate_silu_variants_swap_the_fused_kernel_and_put_it_back() -> None:
+    """ "silu-apart" 让 ``GatedMLP`` 拆回 GEMV 加 SiLU-mul 两步（结果和合成的一样，CPU 上本来就是
+    这两步）；"silu-16-4w" 只换合成 kernel 的参数。退出时都换回来。"""
+    import torch
+
+    utils, linear = decode_tiles_ab.model_utils, decode_tiles_ab.triton_linear
+    fused, config = utils.linear_silu_and_mul, linear.SILU_CONFIG
+    x, w = torch.randn(1, 32), torch.randn(48, 32)
+    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["silu-apart"]):
+        assert utils.linear_silu_and_mul is not fused and linear.SILU_CONFIG == config
+        assert torch.equal(utils.linear_silu_and_mul(x, w, None), fused(x, w, None))
+    variant = decode_tiles_ab.VARIANTS["silu-16-4w"]
+    with decode_tiles_ab.patched(variant):
+        assert utils.linear_silu_and_mul is fused and linear.SILU_CONFIG == variant.gate_silu
+    assert (utils.linear_silu_and_mul, linear.SILU_CONFIG) == (fused, config)
+
+
 def test_check_runs_each_variant_there_and_back(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
