@@ -226,8 +226,8 @@ def linear_small_m(
 # ---------------------------------------------------------------- GEMV 连 SiLU-mul
 
 # M=1 的 gate_up 不切 K（输出宽，program 够多）：每个 program 8 个 gate 加 8 个 up，共 16 行 W、
-# 2 个 warp。H200 上整步 decode 里比过每个 program 16 个 gate 加 16 个 up、4 个 warp 的一组，
-# 它慢一些（第 19 章第十五处）
+# 2 个 warp。这个 kernel 的第一版在 H200 的整步 decode 里比过 16 个 gate、4 个 warp 的一组，
+# 那一组慢一些（第 19 章第十五处）
 SILU_CONFIG = LinearConfig(8, 1024, split_k=1, num_warps=2, num_stages=2)
 
 
