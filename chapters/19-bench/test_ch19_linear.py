@@ -63,15 +63,22 @@ def _inputs(m: int, n: int, k: int, dtype: torch.dtype, bias: bool):  # type: ig
     return x, w, b
 
 
-def _check(got: torch.Tensor, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> None:
-    """``got`` 和 float64 的精确结果比：float32 差不超过先验的求和误差界，bf16/fp16 差不超过
-    半个 ulp（再加上 float32 累加的那一点误差）。"""
-    assert got.dtype == x.dtype and got.shape == (x.shape[0], w.shape[0])
+def _exact_and_sum_bound(
+    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """float64 的 ``F.linear(x, w, b)``，和 float32 累加时求和误差的先验界 K·2⁻²³·Σ|x||w|。"""
     xd, wd = x.double().cpu(), w.double().cpu()
     bd = b.double().cpu() if b is not None else None
     exact = F.linear(xd, wd, bd)
     magnitude = F.linear(xd.abs(), wd.abs(), bd.abs() if bd is not None else None)
-    bound = (x.shape[1] + 1) * 2.0**-23 * magnitude
+    return exact, (x.shape[1] + 1) * 2.0**-23 * magnitude
+
+
+def _check(got: torch.Tensor, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> None:
+    """``got`` 和 float64 的精确结果比：float32 差不超过先验的求和误差界，bf16/fp16 差不超过
+    半个 ulp（再加上 float32 累加的那一点误差）。"""
+    assert got.dtype == x.dtype and got.shape == (x.shape[0], w.shape[0])
+    exact, bound = _exact_and_sum_bound(x, w, b)
     if x.dtype != torch.float32:
         half_ulp = torch.finfo(x.dtype).eps / 2
         bound = bound + half_ulp * exact.abs()
@@ -135,10 +142,9 @@ def _check_fused(got: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> None:
     SiLU 的导数（处处 ``|silu'| < 1.1``）传下去，float32 里的 exp 和除法再多算几个 ulp。"""
     inter = w.shape[0] // 2
     assert got.dtype == x.dtype and got.shape == (1, inter)
-    xd, wd = x.double().cpu(), w.double().cpu()
-    exact, magnitude = F.linear(xd, wd), F.linear(xd.abs(), wd.abs())
+    exact, sum_bound = _exact_and_sum_bound(x, w)
     half = torch.finfo(x.dtype).eps / 2
-    err = (x.shape[1] + 1) * 2.0**-23 * magnitude + half * exact.abs()  # 累加，再舍入一次
+    err = sum_bound + half * exact.abs()  # 累加，再舍入一次
     gate, up, d_gate, d_up = exact[:, :inter], exact[:, inter:], err[:, :inter], err[:, inter:]
     silu = F.silu(gate)
     d_silu = 1.1 * d_gate + (half + 2.0**-20) * (silu.abs() + 1.1 * d_gate)
