@@ -2,10 +2,11 @@
 
 ``tune_kernels.py`` 把一种 kernel 单独连着跑；这里量的是真实的一步：每一组参数各建一个 ``LLM``
 （CUDA Graph 在建的时候就录好了，换参数就得重建），用基准测试的 ``decode_latency`` 量几个小批次。
-一组参数可以换两样东西：程序数少于 64（batch × KV 头数）时 ``decode_tiles_cuda`` 的返回值（注意力
-的分块），M = 1、K 比一块长时 ``pick_config`` 的返回值（o_proj、down 的 GEMV 切不切 K：切了就
-多一个合并部分和的 kernel），M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数，或者把它拆回
-GEMV 和 SiLU-mul 两个 kernel。几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移::
+一组参数可以换这几样东西：程序数少于 64（batch × KV 头数）时 ``decode_tiles_cuda`` 的返回值
+（注意力的分块），M = 1、K 比一块长时 ``pick_config`` 的返回值（o_proj、down 的 GEMV 切不切 K：
+切了就多一个合并部分和的 kernel），M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数，或者把它拆回
+GEMV 和 SiLU-mul 两个 kernel，或者让写 KV 离开 q/k 的归一化和 RoPE 那个 kernel、自己一个 kernel。
+几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移::
 
     python tools/decode_tiles_ab.py --out /tmp/tiles.json
 
@@ -25,7 +26,7 @@ from typing import Any
 
 import torch
 
-from minisgl.attention import triton_attn
+from minisgl.attention import BaseAttnBackend, TritonAttnBackend, triton_attn
 from minisgl.benchmark import offline, save_results
 from minisgl.engine import has_weight_files
 from minisgl.kernel import ops, triton_linear
@@ -45,6 +46,7 @@ class Variant:
     gemv_long_k: LinearConfig | None = None  # M = 1、K 比一块长（o_proj、down）时
     gate_silu: LinearConfig | None = None  # M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数
     silu_apart: bool = False  # gate_up 的 GEMV 和 SiLU-mul 分成两个 kernel（合成之前的写法）
+    store_apart: bool = False  # 写 KV 单独一个 kernel，不在 q/k 的归一化和 RoPE 那个 kernel 里
 
 
 def _attn(splits: int, warps: int, stages: int) -> Variant:
@@ -63,6 +65,7 @@ VARIANTS: dict[str, Variant] = {
     "gemv-nosplit-4": Variant(gemv_long_k=LinearConfig(4, 1024, 1, num_warps=2, num_stages=2)),
     "silu-apart": Variant(silu_apart=True),
     "silu-16-4w": Variant(gate_silu=LinearConfig(16, 1024, 1, num_warps=4, num_stages=2)),
+    "store-apart": Variant(store_apart=True),
 }
 
 
@@ -75,6 +78,7 @@ def patched(variant: Variant) -> Iterator[None]:
     """``variant`` 里给了的那几样换掉，别的形状、别的批大小照旧；退出时换回原来的函数。"""
     tiles, pick = triton_attn.decode_tiles_cuda, triton_linear.pick_config
     fused, silu_config = model_utils.linear_silu_and_mul, triton_linear.SILU_CONFIG
+    store_inside = TritonAttnBackend.forward_norm_rope
 
     def decode_tiles(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
         if variant.attention is not None and bs * num_kv_heads < SMALL:
@@ -90,11 +94,14 @@ def patched(variant: Variant) -> Iterator[None]:
     if variant.silu_apart:
         model_utils.linear_silu_and_mul = _silu_apart
     triton_linear.SILU_CONFIG = variant.gate_silu or silu_config
+    if variant.store_apart:  # 基类的写法：归一化和 RoPE 一个 kernel，写 KV 另一个
+        TritonAttnBackend.forward_norm_rope = BaseAttnBackend.forward_norm_rope  # type: ignore[method-assign]
     try:
         yield
     finally:
         triton_attn.decode_tiles_cuda, triton_linear.pick_config = tiles, pick
         model_utils.linear_silu_and_mul, triton_linear.SILU_CONFIG = fused, silu_config
+        TritonAttnBackend.forward_norm_rope = store_inside  # type: ignore[method-assign]
 
 
 def run(

@@ -18,6 +18,7 @@ RMSNorm 的方差是一个求和，求和的顺序不同（numpy 的、PyTorch �
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
@@ -26,8 +27,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minisgl.core import SamplingParams
+from minisgl.attention import BaseAttnBackend, TritonAttnBackend, prepare_batch
+from minisgl.attention import base as attn_base
+from minisgl.attention.base import QKNormRope
+from minisgl.core import Batch, Req, SamplingParams
 from minisgl.kernel import ops
+from minisgl.kvcache import MHAKVCache
 from minisgl.layers import AttentionLayer, RMSNorm
 from minisgl.layers import attention as attention_module
 from minisgl.models.config import RotaryConfig
@@ -176,12 +181,7 @@ def test_store_cache_still_checks_the_dtype() -> None:
         ops.store_cache(cache, cache.clone(), torch.tensor([0], device=DEVICE), k, k)
 
 
-def test_attention_layer_fused_path_equals_separate_calls(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """注意力层：合并的算子（强制走 Triton）和分开的三步交给后端的 q、k、v 逐位相同。"""
-    hq, hk, d, tokens = 4, 2, 64, 3
-    config = RotaryConfig(d, d, 256, 10000.0, None)
+def _norms(d: int) -> list[RMSNorm]:
     norms = []
     for seed in (0, 1):
         norm = RMSNorm(d, 1e-6)
@@ -189,30 +189,139 @@ def test_attention_layer_fused_path_equals_separate_calls(
             DEVICE, torch.bfloat16
         )
         norms.append(norm)
-    layer = AttentionLayer(0, hq, hk, d, config, *norms)
-    assert layer._fuse_norm_rope
-    seen: list[torch.Tensor] = []
+    return norms
 
-    def attend(q, k, v, layer_id, batch):  # type: ignore[no-untyped-def]
-        seen.append(torch.cat([q.flatten(1), k.flatten(1), v.flatten(1)], dim=-1))
+
+class _RecordingBackend(BaseAttnBackend):
+    """记下交给 ``forward`` 的 q、k、v，原样返回 q；``forward_norm_rope`` 用基类的默认写法。"""
+
+    def __init__(self) -> None:
+        self.seen: list[torch.Tensor] = []
+
+    def prepare_metadata(self, batch: Any) -> None:
+        raise NotImplementedError
+
+    def forward(self, q, k, v, layer_id, batch):  # type: ignore[no-untyped-def]
+        self.seen.append(torch.cat([q.flatten(1), k.flatten(1), v.flatten(1)], dim=-1))
         return q
 
+
+def test_attention_layer_fused_path_equals_separate_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """注意力层：合并的算子（强制走 Triton）和分开的三步交给后端的 q、k、v 逐位相同。"""
+    hq, hk, d, tokens = 4, 2, 64, 3
+    config = RotaryConfig(d, d, 256, 10000.0, None)
+    layer = AttentionLayer(0, hq, hk, d, config, *_norms(d))
+    assert layer._fuse_norm_rope
+    backend = _RecordingBackend()
     positions = torch.tensor([3, 9, 100], device=DEVICE)
-    ctx = SimpleNamespace(
-        batch=SimpleNamespace(positions=positions), attn_backend=SimpleNamespace(forward=attend)
-    )
+    ctx = SimpleNamespace(batch=SimpleNamespace(positions=positions), attn_backend=backend)
     monkeypatch.setattr(attention_module, "get_global_ctx", lambda: ctx)
     gen = torch.Generator().manual_seed(5)
     qkv = _values((tokens, (hq + 2 * hk) * d), gen, exact=True).to(DEVICE, torch.bfloat16)
     layer.forward(qkv.clone())  # 合并的算子按设备分派：CPU 上就是分开的三步
-    monkeypatch.setattr(attention_module, "qk_norm_rope_inplace", T.qk_norm_rope_inplace)
+    monkeypatch.setattr(attn_base, "qk_norm_rope_inplace", T.qk_norm_rope_inplace)
     fused = layer.forward(qkv.clone())
     monkeypatch.setattr(layer, "_fuse_norm_rope", False)
     _torch_path(monkeypatch)
     separate = layer.forward(qkv.clone())
+    seen = backend.seen
     assert len(seen) == 3
     assert torch.equal(seen[1], seen[2]) and torch.equal(fused, separate)
     assert torch.equal(seen[0], seen[2])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_qk_norm_rope_store_equals_the_two_kernels(
+    shape: tuple[int, ...], dtype: torch.dtype
+) -> None:
+    """一个 kernel 做归一化、RoPE 和写 KV：q、k（原地）和两个池子都和先 ``qk_norm_rope_inplace``
+    再 ``store_cache`` 逐位相同；别的槽位、v 本身一个数也不动。"""
+    tokens, hq, hk, d, rot = shape
+    qkv, qw, kw, pos, cache = _case(tokens, hq, hk, d, rot, dtype, exact=False)
+    gen = torch.Generator().manual_seed(tokens + d)
+    slots = 3 * tokens + 5
+    indices = torch.randperm(slots, generator=gen)[:tokens].to(DEVICE, torch.int32)
+    pools = torch.randn(2, slots, hk, d, generator=gen).to(DEVICE, dtype)
+    got_qkv, got_pools = qkv.clone(), pools.clone()
+    q, k = _split(got_qkv, hq, hk, d)
+    v = got_qkv[:, (hq + hk) * d :]  # 二维的 (T, Hkv * D)：和引擎里一样是 qkv 的视图
+    T.qk_norm_rope_store(pos, q, k, v, qw, kw, 1e-6, cache, d, *got_pools, indices)
+    want_qkv, want_pools = qkv.clone(), pools.clone()
+    q, k = _split(want_qkv, hq, hk, d)
+    T.qk_norm_rope_inplace(pos, q, k, qw, kw, 1e-6, cache, d)
+    T.store_cache(*want_pools, indices, k, want_qkv[:, (hq + hk) * d :])
+    assert torch.equal(got_qkv, want_qkv)
+    assert torch.equal(got_pools, want_pools)
+    untouched = torch.ones(slots, dtype=torch.bool)
+    untouched[indices.long().cpu()] = False
+    assert torch.equal(got_pools[:, untouched.to(DEVICE)], pools[:, untouched.to(DEVICE)])
+
+
+def test_qk_norm_rope_store_rejects_what_it_cannot_do() -> None:
+    qkv, qw, kw, pos, cache = _case(3, 4, 2, 64, 64, torch.float32, exact=False)
+    q, k = _split(qkv, 4, 2, 64)
+    v = qkv[:, 6 * 64 :]
+    pools = torch.zeros(2, 8, 2, 64, device=DEVICE)
+    with pytest.raises(ValueError, match="3 tokens but indices"):
+        T.qk_norm_rope_store(pos, q, k, v, qw, kw, 1e-6, cache, 64, *pools, pos[:2])
+    wrong = torch.zeros(2, 8, 4, 32, device=DEVICE)
+    with pytest.raises(ValueError, match="the caches do not match"):
+        T.qk_norm_rope_store(pos, q, k, v, qw, kw, 1e-6, cache, 64, *wrong, pos)
+    with pytest.raises(TypeError, match="does not match the cache dtype"):  # 参照写法同样不收
+        ops.qk_norm_rope_store(
+            pos.cpu(), q.cpu(), k.cpu(), v.cpu(), qw.cpu(), kw.cpu(), 1e-6, cache.cpu(), 64,
+            *pools.cpu().to(torch.bfloat16), pos.cpu(),
+        )  # fmt: skip
+
+
+def test_triton_backend_stores_kv_inside_the_norm_rope_kernel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Triton 后端的 ``forward_norm_rope``（写 KV 合进了那个 kernel，强制走 Triton）和基类的默认
+    写法（``apply`` 之后 ``forward``，分开的 kernel 写 KV）：prefill 一步、decode 一步，输出和
+    KV 池都逐位相同。"""
+    hq, hk, d = 4, 2, 64
+    _, qw, kw, _, rope = _case(1, hq, hk, d, d, torch.bfloat16, exact=False)
+    table = torch.zeros(2, 16, dtype=torch.int32, device=DEVICE)
+    table[0, :6] = torch.arange(6) + 1  # 两个请求的槽位不连续、不从 0 开始
+    table[1, :4] = torch.arange(4) + 20
+    pool = MHAKVCache(hk, 1, d, 32, 1, torch.bfloat16, torch.device(DEVICE))
+    backend = TritonAttnBackend(pool, table)
+    monkeypatch.setattr(attn_base, "qk_norm_rope_inplace", T.qk_norm_rope_inplace)
+    results = []
+    for fused in (False, True):
+        pool._kv_buffer.zero_()
+        gen = torch.Generator().manual_seed(7)
+        outputs = []
+        for phase, lengths, cached in (("prefill", (5, 3), (0, 0)), ("decode", (6, 4), (5, 3))):
+            reqs = [
+                Req(torch.arange(10, 10 + n, dtype=torch.int32), table_idx=i, cached_len=c)
+                for i, (n, c) in enumerate(zip(lengths, cached, strict=True))
+            ]
+            batch = Batch(reqs, phase)
+            prepare_batch(batch, table)
+            backend.prepare_metadata(batch)
+            qkv = torch.randn(batch.num_tokens, (hq + 2 * hk) * d, generator=gen)
+            q, k, v = qkv.to(DEVICE, torch.bfloat16).split([hq * d, hk * d, hk * d], dim=-1)
+            q, k, v = q.view(-1, hq, d), k.view(-1, hk, d), v.view(-1, hk, d)
+            norm_rope = QKNormRope(batch.positions, qw, kw, 1e-6, rope)
+            if fused:
+                monkeypatch.setattr(attn_base, "qk_norm_rope_store", T.qk_norm_rope_store)
+                attend = backend.forward_norm_rope
+            else:  # 基类的写法：先 apply，再交给 forward（store_cache 单独写 KV）
+                attend = partial(BaseAttnBackend.forward_norm_rope, backend)
+            outputs.append(attend(q, k, v, 0, batch, norm_rope))
+        results.append((outputs, pool._kv_buffer.clone()))
+    (separate, pool_separate), (fused_out, pool_fused) = results
+    assert all(torch.equal(a, b) for a, b in zip(separate, fused_out, strict=True))
+    assert torch.equal(pool_separate, pool_fused)
+    written = pool_fused[:, 0, :, 0].abs().sum(dim=(-1, -2)) > 0  # (K/V, 槽位)：写过的槽位
+    expected = torch.zeros(32, dtype=torch.bool)
+    expected[[*range(1, 7), *range(20, 24)]] = True
+    assert torch.equal(written.cpu(), expected.expand(2, -1))
 
 
 # ---------------------------------------------------------------- decode 注意力的分块
@@ -378,10 +487,8 @@ def test_new_batch_sizes_compile_nothing() -> None:
     """每个 kernel 在一个批大小上跑过一次之后，换成别的批大小（同一组块大小）Triton 不再现编译：
     元数据每段都从 16 字节对齐的地址开始，token 数不参与特化（是不是 1、是不是 16 的倍数）。
     连着拼的元数据在批大小模 4 一变时、token 数头一回是 1 或 16 的倍数时，这里都会数到编译。"""
-    from minisgl.attention import TritonAttnBackend, triton_attn
-    from minisgl.core import Batch, Req
+    from minisgl.attention import triton_attn
     from minisgl.kernel.compiles import watch_triton_compiles
-    from minisgl.kvcache import MHAKVCache
 
     hq, hkv, d, columns = 16, 8, 128, 256
     kv = MHAKVCache(

@@ -40,6 +40,10 @@ if TYPE_CHECKING:
     from minisgl.core import Batch
     from minisgl.kvcache import BaseKVCachePool
 
+    # >> ch19
+    from .base import QKNormRope
+    # << ch19
+
 __all__ = [
     "TRITON_AVAILABLE",
     "TritonAttnBackend",
@@ -239,12 +243,37 @@ class TritonAttnBackend(BaseAttnBackend):
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: Batch
     ) -> torch.Tensor:
+        self.kv_cache.store_kv(k, v, batch.out_loc, layer_id)  # 先写后读：新 token 看得到自己
+        return self._attend(q, layer_id, batch)
+
+    # >> ch19
+    def forward_norm_rope(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        layer_id: int,
+        batch: Batch,
+        norm_rope: QKNormRope,
+    ) -> torch.Tensor:
+        """归一化、RoPE 和写 KV 在同一个 kernel 里（``QKNormRope.apply_and_store``）。"""
+        norm_rope.apply_and_store(q, k, v, *self._pools(layer_id), batch.out_loc)
+        return self._attend(q, layer_id, batch)
+
+    # << ch19
+    def _pools(self, layer_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """第 ``layer_id`` 层的 K 池、V 池：``(槽位数, Hkv, D)`` 的视图，不拷贝。"""
+        return (
+            self.kv_cache.k_cache(layer_id).flatten(0, 1),
+            self.kv_cache.v_cache(layer_id).flatten(0, 1),
+        )
+
+    def _attend(self, q: torch.Tensor, layer_id: int, batch: Batch) -> torch.Tensor:
+        """新 token 的 K/V 已经在池子里：按页表读出每个请求的全部 K/V，算注意力。"""
         meta = batch.attn_metadata
         if not isinstance(meta, TritonAttnMetadata):
             raise TypeError(f"expected TritonAttnMetadata, got {type(meta).__name__}")
-        self.kv_cache.store_kv(k, v, batch.out_loc, layer_id)  # 先写后读：新 token 看得到自己
-        k_pool = self.kv_cache.k_cache(layer_id).flatten(0, 1)  # (槽位数, Hkv, D)，不拷贝
-        v_pool = self.kv_cache.v_cache(layer_id).flatten(0, 1)
+        k_pool, v_pool = self._pools(layer_id)
         if meta.is_decode:
             return decode_attention(q, k_pool, v_pool, self.page_table, meta.rows, meta.kv_lens)
         return extend_attention(

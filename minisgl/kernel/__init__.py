@@ -14,6 +14,7 @@ from .ops import (
     indexing,
     # >> ch19
     qk_norm_rope_inplace,
+    qk_norm_rope_store,
     # << ch19
     rmsnorm,
     silu_and_mul,
@@ -26,6 +27,7 @@ __all__ = [
     "indexing",
     # >> ch19
     "qk_norm_rope_inplace",
+    "qk_norm_rope_store",
     # << ch19
     "rmsnorm",
     "silu_and_mul",

@@ -29,6 +29,7 @@ __all__ = [
     "linear",
     "linear_silu_and_mul",
     "qk_norm_rope_inplace",
+    "qk_norm_rope_store",
     "warm_up_token_counts",
     # << ch19
 ]
@@ -200,6 +201,35 @@ def qk_norm_rope_inplace(
     rmsnorm(q, q_weight, eps, out=q)
     rmsnorm(k, k_weight, eps, out=k)
     apply_rope_inplace(positions, q, k, cos_sin_cache, head_dim)
+
+
+def qk_norm_rope_store(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_weight: torch.Tensor,
+    k_weight: torch.Tensor,
+    eps: float,
+    cos_sin_cache: torch.Tensor,
+    head_dim: int,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    indices: torch.Tensor,
+) -> None:
+    """``qk_norm_rope_inplace`` 之后紧接着 ``store_cache(k_cache, v_cache, indices, k, v)``：
+    算好的 k 和原样的 v 写进 KV 池。GPU 上两步是同一个 kernel，注意力层每层少启动一个。"""
+    if (
+        _use_triton(q, k, v, q_weight, k_weight, k_cache, v_cache)
+        and cos_sin_cache.dtype == torch.float32
+    ):
+        triton_ops.qk_norm_rope_store(
+            positions, q, k, v, q_weight, k_weight, eps, cos_sin_cache, head_dim,
+            k_cache, v_cache, indices,
+        )  # fmt: skip
+        return
+    qk_norm_rope_inplace(positions, q, k, q_weight, k_weight, eps, cos_sin_cache, head_dim)
+    store_cache(k_cache, v_cache, indices, k, v)
 
 
 # ---------------------------------------------------------------- 线性层

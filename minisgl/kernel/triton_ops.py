@@ -34,6 +34,7 @@ __all__ = [
     "dependent_launch",
     "dependent_start",
     "qk_norm_rope_inplace",
+    "qk_norm_rope_store",
     "rmsnorm",
     "silu_and_mul",
     "silu_mul",
@@ -228,13 +229,18 @@ def _cache_rows(cos_sin_cache: torch.Tensor) -> int:
 @triton.jit
 def _norm_rope_rows(
     X, W, POS, CACHE, R0, total, heads, stride_t, stride_h, stride_c, eps,
+    KV, IDX, stride_st, stride_sh,
     D: tl.constexpr, HALF: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
-    REST: tl.constexpr, BLOCK_R: tl.constexpr, ROWS: tl.constexpr,
+    REST: tl.constexpr, BLOCK_R: tl.constexpr, ROWS: tl.constexpr, STORE: tl.constexpr,
 ):  # fmt: skip
     """``ROWS`` 个头：先像 ``_rmsnorm_kernel`` 那样归一化，再像 ``_rope_kernel`` 那样旋转，
-    中间不落地。"""
+    中间不落地。``STORE`` 时结果同时写进 KV 池 ``KV`` 的槽位 ``IDX[token]``（k 的行）。"""
     t, xo, rmask = _row_offsets(R0, total, heads, stride_t, stride_h, ROWS)
     base = X + xo[:, None]
+    if STORE:  # 同一行在池子里的位置：槽位 IDX[t]、第 r % heads 个头
+        slot = tl.load(IDX + t, mask=rmask, other=0).to(tl.int64)
+        head = (R0 + tl.arange(0, ROWS)) % heads
+        dst = KV + (slot * stride_st + head * stride_sh)[:, None]
     cols = tl.arange(0, BLOCK_D)
     x = tl.load(base + cols[None, :], mask=rmask[:, None] & (cols < D)[None, :], other=0.0)
     rstd = _rstd(x, D, eps)[:, None]  # 方差：整行一起求和，和 rmsnorm 同样的块、同样的顺序
@@ -252,36 +258,112 @@ def _norm_rope_rows(
     # rmsnorm 的舍入：归一化后转回输入的 dtype，乘权重（float32）再转回；RoPE 从转回的值开始
     a = ((x1.to(tl.float32) * rstd).to(x.dtype).to(tl.float32) * w1).to(x.dtype).to(tl.float32)
     b = ((x2.to(tl.float32) * rstd).to(x.dtype).to(tl.float32) * w2).to(x.dtype).to(tl.float32)
-    tl.store(base + i[None, :], (a * cos - b * sin).to(x.dtype), mask=m)
-    tl.store(base + HALF + i[None, :], (b * cos + a * sin).to(x.dtype), mask=m)
+    y1 = (a * cos - b * sin).to(x.dtype)
+    y2 = (b * cos + a * sin).to(x.dtype)
+    tl.store(base + i[None, :], y1, mask=m)
+    tl.store(base + HALF + i[None, :], y2, mask=m)
+    if STORE:
+        tl.store(dst + i[None, :], y1, mask=m)
+        tl.store(dst + HALF + i[None, :], y2, mask=m)
     if REST > 0:  # rotary_dim < head_dim：后面的维度只归一化，不旋转
         r = tl.arange(0, BLOCK_R)
         mr = rmask[:, None] & (r < REST)[None, :]
         x3 = tl.load(base + 2 * HALF + r[None, :], mask=mr, other=0.0)
         w3 = tl.load(W + 2 * HALF + r, mask=r < REST, other=0.0).to(tl.float32)[None, :]
-        y3 = (x3.to(tl.float32) * rstd).to(x.dtype).to(tl.float32) * w3
-        tl.store(base + 2 * HALF + r[None, :], y3.to(x.dtype), mask=mr)
+        y3 = ((x3.to(tl.float32) * rstd).to(x.dtype).to(tl.float32) * w3).to(x.dtype)
+        tl.store(base + 2 * HALF + r[None, :], y3, mask=mr)
+        if STORE:
+            tl.store(dst + 2 * HALF + r[None, :], y3, mask=mr)
 
 
-@triton.jit(do_not_specialize=["tokens", "q_programs"])  # 同 _rmsnorm_kernel 的 total
+@triton.jit(do_not_specialize=["tokens", "q_programs", "k_programs"])  # 同 _rmsnorm_kernel 的 total
 def _qk_norm_rope_kernel(
-    Q, K, QW, KW, POS, CACHE,
-    stride_qt, stride_qh, stride_kt, stride_kh, stride_c,
-    tokens, q_heads, k_heads, q_programs, eps,
+    Q, K, V, QW, KW, POS, CACHE, KC, VC, IDX,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_c,
+    stride_kct, stride_kch, stride_vct, stride_vch,
+    tokens, q_heads, k_heads, q_programs, k_programs, eps,
     D: tl.constexpr, HALF: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
-    REST: tl.constexpr, BLOCK_R: tl.constexpr, ROWS: tl.constexpr, PDL: tl.constexpr,
+    REST: tl.constexpr, BLOCK_R: tl.constexpr, ROWS: tl.constexpr, STORE: tl.constexpr,
+    PDL: tl.constexpr,
 ):  # fmt: skip
+    """前 ``q_programs`` 个程序处理 q 的行，接着 ``k_programs`` 个处理 k 的行。``STORE`` 时 k 的
+    结果顺手写进 K 池，再多 ``k_programs`` 个程序把 v 原样拷进 V 池——写 KV 不再单独启动。"""
     dependent_start(PDL)
-    p = tl.program_id(0)  # 前 q_programs 个程序处理 q 的行，后面的处理 k 的行
+    p = tl.program_id(0)
     if p < q_programs:
         _norm_rope_rows(
             Q, QW, POS, CACHE, p.to(tl.int64) * ROWS, tokens * q_heads, q_heads,
-            stride_qt, stride_qh, stride_c, eps, D, HALF, BLOCK_D, BLOCK_H, REST, BLOCK_R, ROWS,
+            stride_qt, stride_qh, stride_c, eps, KC, IDX, stride_kct, stride_kch,
+            D, HALF, BLOCK_D, BLOCK_H, REST, BLOCK_R, ROWS, False,
         )  # fmt: skip
-    else:
+    elif p < q_programs + k_programs:
         _norm_rope_rows(
             K, KW, POS, CACHE, (p - q_programs).to(tl.int64) * ROWS, tokens * k_heads, k_heads,
-            stride_kt, stride_kh, stride_c, eps, D, HALF, BLOCK_D, BLOCK_H, REST, BLOCK_R, ROWS,
+            stride_kt, stride_kh, stride_c, eps, KC, IDX, stride_kct, stride_kch,
+            D, HALF, BLOCK_D, BLOCK_H, REST, BLOCK_R, ROWS, STORE,
+        )  # fmt: skip
+    elif STORE:
+        r0 = (p - q_programs - k_programs).to(tl.int64) * ROWS
+        t, vo, rmask = _row_offsets(r0, tokens * k_heads, k_heads, stride_vt, stride_vh, ROWS)
+        slot = tl.load(IDX + t, mask=rmask, other=0).to(tl.int64)
+        head = (r0 + tl.arange(0, ROWS)) % k_heads
+        cols = tl.arange(0, BLOCK_D)
+        mask = rmask[:, None] & (cols < D)[None, :]
+        v = tl.load(V + vo[:, None] + cols[None, :], mask=mask, other=0.0)
+        dst = VC + (slot * stride_vct + head * stride_vch)[:, None] + cols[None, :]
+        tl.store(dst, v, mask=mask)
+
+
+def _heads(x: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """二维的 ``(T, 头数 * head_dim)`` 看成三维的 ``(T, 头数, head_dim)``（视图）。"""
+    return x.view(x.shape[0], -1, head_dim) if x.dim() == 2 else x
+
+
+def _launch_qk_norm_rope(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_weight: torch.Tensor,
+    k_weight: torch.Tensor,
+    eps: float,
+    cos_sin_cache: torch.Tensor,
+    head_dim: int,
+    store: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None,
+) -> None:
+    """``store`` 是 ``(v, k_cache, v_cache, indices)``，None 时只做归一化和 RoPE。"""
+    stride_c = _cache_rows(cos_sin_cache)
+    rotary_dim = cos_sin_cache.shape[-1]
+    q, k = _heads(q, head_dim), _heads(k, head_dim)
+    tokens, q_heads, sqt, sqh = _rows(q)
+    k_tokens, k_heads, skt, skh = _rows(k)
+    if k_tokens != tokens or q.shape[-1] != head_dim or k.shape[-1] != head_dim:
+        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} do not match")
+    v, k_cache, v_cache, indices = store if store is not None else (k, k, k, positions)
+    v = _heads(v, head_dim)
+    if store is not None and (
+        v.shape != k.shape or k_cache.shape[1:] != k.shape[1:] or v_cache.shape != k_cache.shape
+    ):
+        raise ValueError(f"k {tuple(k.shape)}, v {tuple(v.shape)} and the caches do not match")
+    if store is not None and indices.shape != (tokens,):
+        raise ValueError(f"{tokens} tokens but indices of shape {tuple(indices.shape)}")
+    _, _, svt, svh = _rows(v)
+    _, _, kct, kch = _rows(k_cache)
+    _, _, vct, vch = _rows(v_cache)
+    half, rest = rotary_dim // 2, head_dim - rotary_dim
+    block_d = triton.next_power_of_2(head_dim)
+    rows = _block_rows(block_d)
+    q_programs = triton.cdiv(tokens * q_heads, rows)
+    k_programs = triton.cdiv(tokens * k_heads, rows)
+    grid = q_programs + k_programs * (2 if store is not None else 1)
+    if tokens * (q_heads + k_heads):
+        _qk_norm_rope_kernel[(grid,)](
+            q, k, v, q_weight, k_weight, positions, cos_sin_cache, k_cache, v_cache, indices,
+            sqt, sqh, skt, skh, svt, svh, stride_c, kct, kch, vct, vch,
+            tokens, q_heads, k_heads, q_programs, k_programs, eps,
+            D=head_dim, HALF=half, BLOCK_D=block_d,
+            BLOCK_H=triton.next_power_of_2(half), REST=rest,
+            BLOCK_R=triton.next_power_of_2(max(rest, 1)), ROWS=rows, STORE=store is not None,
+            **_EXACT, **dependent_launch(q),
         )  # fmt: skip
 
 
@@ -296,27 +378,27 @@ def qk_norm_rope_inplace(
     head_dim: int,
 ) -> None:
     """``ops.qk_norm_rope_inplace`` 的 kernel 版：q、k 的头按块分给程序，整个只启动一次。"""
-    stride_c = _cache_rows(cos_sin_cache)
-    rotary_dim = cos_sin_cache.shape[-1]
-    q = q.view(q.shape[0], -1, head_dim) if q.dim() == 2 else q
-    k = k.view(k.shape[0], -1, head_dim) if k.dim() == 2 else k
-    tokens, q_heads, sqt, sqh = _rows(q)
-    k_tokens, k_heads, skt, skh = _rows(k)
-    if k_tokens != tokens or q.shape[-1] != head_dim or k.shape[-1] != head_dim:
-        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} do not match")
-    half, rest = rotary_dim // 2, head_dim - rotary_dim
-    block_d = triton.next_power_of_2(head_dim)
-    rows = _block_rows(block_d)
-    q_programs = triton.cdiv(tokens * q_heads, rows)
-    if tokens * (q_heads + k_heads):
-        _qk_norm_rope_kernel[(q_programs + triton.cdiv(tokens * k_heads, rows),)](
-            q, k, q_weight, k_weight, positions, cos_sin_cache,
-            sqt, sqh, skt, skh, stride_c, tokens, q_heads, k_heads, q_programs, eps,
-            D=head_dim, HALF=half, BLOCK_D=block_d,
-            BLOCK_H=triton.next_power_of_2(half), REST=rest,
-            BLOCK_R=triton.next_power_of_2(max(rest, 1)), ROWS=rows,
-            **_EXACT, **dependent_launch(q),
-        )  # fmt: skip
+    _launch_qk_norm_rope(positions, q, k, q_weight, k_weight, eps, cos_sin_cache, head_dim, None)
+
+
+def qk_norm_rope_store(
+    positions: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_weight: torch.Tensor,
+    k_weight: torch.Tensor,
+    eps: float,
+    cos_sin_cache: torch.Tensor,
+    head_dim: int,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    indices: torch.Tensor,
+) -> None:
+    """``ops.qk_norm_rope_store`` 的 kernel 版：同上，再把 k（归一化、旋转之后的）和 v 写进
+    ``(槽位数, kv 头数, head_dim)`` 的 K、V 池的槽位 ``indices``，还是只启动一次。"""
+    store = (v, k_cache, v_cache, indices)
+    _launch_qk_norm_rope(positions, q, k, q_weight, k_weight, eps, cos_sin_cache, head_dim, store)
 
 
 # ---------------------------------------------------------------- silu_and_mul

@@ -31,7 +31,7 @@ __all__ = ["AttentionLayer"]
 
 
 # >> ch19
-from minisgl.kernel import qk_norm_rope_inplace
+from minisgl.attention.base import QKNormRope
 
 
 # << ch19
@@ -83,14 +83,13 @@ class AttentionLayer(BaseOP):
         k = k.view(-1, self.num_kv_heads, self.head_dim)
         v = v.view(-1, self.num_kv_heads, self.head_dim)
         # >> ch19
-        if self._fuse_norm_rope:  # 下面三步合成一个算子，GPU 上一个 kernel
+        if self._fuse_norm_rope:  # 下面三步合成一个算子，交给后端：它也许连写 KV 一起做
             assert self._q_norm is not None and self._k_norm is not None
-            table = self.rotary.table_on(batch.positions.device)
-            qk_norm_rope_inplace(
-                batch.positions, q, k, self._q_norm.weight, self._k_norm.weight,
-                self._q_norm.eps, table, self.head_dim,
+            norm_rope = QKNormRope(
+                batch.positions, self._q_norm.weight, self._k_norm.weight, self._q_norm.eps,
+                self.rotary.table_on(batch.positions.device),
             )  # fmt: skip
-            o = ctx.attn_backend.forward(q, k, v, self.layer_id, batch)
+            o = ctx.attn_backend.forward_norm_rope(q, k, v, self.layer_id, batch, norm_rope)
             return o.reshape(-1, self.qo_attn_dim)
         # << ch19
         if self._q_norm is not None:

@@ -62,6 +62,19 @@ def test_gate_silu_variants_swap_the_fused_kernel_and_put_it_back() -> None:
     assert (utils.linear_silu_and_mul, linear.SILU_CONFIG) == (fused, config)
 
 
+def test_store_apart_moves_the_kv_write_back_into_its_own_kernel() -> None:
+    """ "store-apart" 让 Triton 后端用基类的 ``forward_norm_rope``（归一化和 RoPE 之后 ``forward``，
+    ``store_cache`` 单独写 KV）；退出时换回把写 KV 合进去的那个。"""
+    backend = decode_tiles_ab.TritonAttnBackend
+    inside = backend.forward_norm_rope
+    assert inside is not decode_tiles_ab.BaseAttnBackend.forward_norm_rope
+    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["store-apart"]):
+        assert backend.forward_norm_rope is decode_tiles_ab.BaseAttnBackend.forward_norm_rope
+    assert backend.forward_norm_rope is inside
+    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["now"]):
+        assert backend.forward_norm_rope is inside
+
+
 def test_check_runs_each_variant_there_and_back(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
