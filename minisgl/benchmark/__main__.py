@@ -336,6 +336,16 @@ def _start(
     return results
 
 
+def make_llm(p: Preset, model: str, device: torch.device) -> LLM:
+    """离线、decode、prefill 几项共用的引擎：同时跑得下整个离线负载和最大的 decode 批次。"""
+    max_bs = max(p.requests, *p.decode_batches)
+    return LLM(
+        model, device=device, dtype=dtype_from_str(p.dtype),
+        dummy_weights=not has_weight_files(model), max_running_reqs=max_bs,
+        max_seq_len=2 * p.lengths[1], memory_fraction=0.6, max_extend_tokens=p.max_extend_tokens,
+    )  # fmt: skip
+
+
 def _run_ours(
     p: Preset,
     model: str,
@@ -344,12 +354,7 @@ def _run_ours(
     results: dict[str, Any],
     t0: float,
 ) -> None:
-    max_bs = max(p.requests, *p.decode_batches)
-    llm = LLM(
-        model, device=device, dtype=dtype_from_str(p.dtype),
-        dummy_weights=not has_weight_files(model), max_running_reqs=max_bs,
-        max_seq_len=2 * p.lengths[1], memory_fraction=0.6, max_extend_tokens=p.max_extend_tokens,
-    )  # fmt: skip
+    llm = make_llm(p, model, device)
     _bench_ours(p, llm, work, results, t0)
     llm.shutdown()
     del llm
