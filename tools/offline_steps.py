@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -52,7 +53,8 @@ def record_forwards(scheduler: Any, rows: list[Forward]) -> Callable[[], None]:
     return lambda: delattr(scheduler, "forward")
 
 
-def run(preset: str) -> dict[str, Any]:
+def run(preset: str, argv: list[str]) -> dict[str, Any]:
+    """``argv`` 只用来在结果里记下这条命令。"""
     p = PRESETS[preset]
     device = pick_device()
     dtype = dtype_from_str(p.dtype)
@@ -92,8 +94,10 @@ def run(preset: str) -> dict[str, Any]:
         b["seconds"] += s["seconds"]
         b["floor_s"] += s["floor_s"]
     buckets = {name: b for name, b in buckets.items() if b["steps"]}  # 按上面的顺序，去掉空的
+    meta = make_meta(device, [])
+    meta["command"] = " ".join(["python tools/offline_steps.py", *argv])
     return {
-        "meta": make_meta(device, ["tools/offline_steps.py", "--preset", preset]),
+        "meta": meta,
         "model": p.model,
         "workload": work.describe(),
         "roof": vars(roof),
@@ -127,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--check", action="store_true", help="quick 预设，只走一遍流程")
     ap.add_argument("--out", help="结果写到这个 JSON 文件")
-    ns = ap.parse_args(argv)
-    result = run("quick" if ns.check else "full")
+    args = sys.argv[1:] if argv is None else argv
+    ns = ap.parse_args(args)
+    result = run("quick" if ns.check else "full", args)
     if ns.out:
         save_results(result, ns.out)
     print(render(result))

@@ -50,6 +50,7 @@ def test_check_splits_the_run_into_steps_that_add_up(
     out = tmp_path / "steps.json"
     assert offline_steps.main(["--check", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
+    assert result["meta"]["command"] == f"python tools/offline_steps.py --check --out {out}"
     steps = result["steps"]
     assert steps and {s["phase"] for s in steps} == {"prefill", "decode"}
     assert all(s["seconds"] > 0 and s["floor_s"] > 0 for s in steps)
