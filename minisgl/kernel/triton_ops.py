@@ -139,6 +139,12 @@ def _rows(x: torch.Tensor) -> tuple[int, int, int, int]:
     raise ValueError(f"expected 2 or 3 dims, got {tuple(x.shape)}")
 
 
+def _check_indices(indices: torch.Tensor, tokens: int) -> None:
+    """写 KV 的槽位：每个 token 一个，``(T,)``。"""
+    if indices.shape != (tokens,):
+        raise ValueError(f"{tokens} tokens but indices of shape {tuple(indices.shape)}")
+
+
 def _block_rows(block: int) -> int:
     """一个程序处理几行：凑够约 4096 个数。一行（一个头，128 个数）一个程序时，prefill 的
     64 × 512 个 token 要启动 78 万个程序，每个只读 256 字节，时间都花在调度和等内存上；
@@ -344,8 +350,8 @@ def _launch_qk_norm_rope(
         v.shape != k.shape or k_cache.shape[1:] != k.shape[1:] or v_cache.shape != k_cache.shape
     ):
         raise ValueError(f"k {tuple(k.shape)}, v {tuple(v.shape)} and the caches do not match")
-    if store is not None and indices.shape != (tokens,):
-        raise ValueError(f"{tokens} tokens but indices of shape {tuple(indices.shape)}")
+    if store is not None:
+        _check_indices(indices, tokens)
     _, _, svt, svh = _rows(v)
     _, _, kct, kch = _rows(k_cache)
     _, _, vct, vch = _rows(v_cache)
@@ -503,8 +509,7 @@ def store_cache(
     _, _, svt, svh = _rows(v)
     _, _, sct, sch = _rows(k_cache)
     _, _, vct, vch = _rows(v_cache)
-    if indices.shape != (tokens,):
-        raise ValueError(f"{tokens} tokens but indices of shape {tuple(indices.shape)}")
+    _check_indices(indices, tokens)
     n = shape[0] * shape[1]
     if tokens and n:
         block = min(triton.next_power_of_2(n), 4096)
