@@ -7,6 +7,12 @@ kernel 之间的间隙。先在一个进程池里把所有组合编译一遍（�
 
     python tools/tune_kernels.py --out tune.h200.json
 
+``--offline`` 换一种输入：不再是每个请求一样长，而是基准测试离线那一行的负载（``full`` 预设，
+256 个请求，提示和输出各 100～1024 个 token）在 decode 里每隔 ``--every`` 步取一步，那一步还在跑的
+请求、各自真实的长度和引擎分配的槽位；每一步试同一套分块（段数 × 块 × warp × 流水级数）::
+
+    python tools/tune_kernels.py --offline --out tune-offline.h200.json
+
 没有 GPU 时 ``--check``：用 Triton 的解释器，在小形状上把每一类参数各挑几组跑一遍，核对结果
 （注意力和逐个请求的 softmax 比，线性层和 ``F.linear`` 比）。它只说明这些参数算得对，不计时::
 
@@ -33,7 +39,8 @@ import torch
 import torch.nn.functional as F
 
 from minisgl.attention import triton_attn  # 先导入它：没有 GPU 时它打开 Triton 的解释器
-from minisgl.benchmark import save_results
+from minisgl.benchmark import offline, save_results
+from minisgl.benchmark.__main__ import PRESETS
 from minisgl.kernel import triton_linear
 
 HQ, HKV, HEAD_DIM, LAYERS = 16, 8, 128, 28  # Qwen3-0.6B 的注意力形状和层数
@@ -44,6 +51,9 @@ PROJECTIONS = {"qkv": (4096, 1024), "o_proj": (1024, 2048), "gate_up": (6144, 10
 ATTN_SPLITS = {1: (8, 16, 32), 8: (4, 8, 16), 64: (1, 2, 4), 256: (1, 2)}
 ATTN_TILES = list(itertools.product((32, 64, 128), (2, 4, 8), (1, 2, 3, 4)))
 # 线性层：(block_n, block_k, split_k, num_warps, num_stages) 的取值，按 M 分两类
+# --offline：每一步都试的段数和 (块, warp 数, 流水级数)
+OFFLINE_SPLITS = (1, 2, 4, 8, 16)
+OFFLINE_TILES = list(itertools.product((32, 64), (2, 4), (1, 2, 3)))
 LINEAR_GRID = {
     1: ((4, 8, 16), (256, 512, 1024), (1, 2, 4, 8), (2, 4, 8), (1, 2, 3)),
     8: ((16, 32, 64), (128, 256, 512), (1, 2, 4), (2, 4), (1, 2, 3)),
@@ -94,6 +104,40 @@ def attention_inputs(
     rows = torch.arange(bs, dtype=torch.int32, device=device)
     lens = torch.full((bs,), context, dtype=torch.int32, device=device)
     return q, k, v, table.to(torch.int32), rows, lens
+
+
+def offline_lengths() -> tuple[list[int], list[int]]:
+    """基准测试离线那一行的负载（``full`` 预设，同一个种子）：每个请求的提示长度、输出长度。"""
+    p = PRESETS["full"]
+    work = offline.make_workload(p.requests, p.lengths, p.lengths, seed=0)
+    return [len(prompt) for prompt in work.prompts], work.output_lens
+
+
+def offline_attention_inputs(
+    input_lens: list[int], output_lens: list[int], step: int, hkv: int, d: int,
+    dtype: torch.dtype, device: str, seed: int,
+) -> tuple[torch.Tensor, ...]:  # fmt: skip
+    """离线负载在 decode 第 ``step`` 步（prefill 全做完后的第一步是 0）时一层的输入。prefill 已经
+    生成了 1 个 token，所以还在跑的是输出长度不小于 ``step + 2`` 的请求，各有提示 + ``step + 1``
+    个 token 的 K/V（含这一步新写的）。槽位照引擎分配的样子：每个请求的提示连续；decode 每一步给
+    还在跑的请求依次各分一个槽位，所以一个请求后来的 token 隔着一整批散开。"""
+    gen = torch.Generator(device).manual_seed(seed)
+    ins, outs = torch.tensor(input_lens), torch.tensor(output_lens)
+    table = torch.zeros(len(input_lens), int(ins.max()) + step + 1, dtype=torch.int64)
+    starts = torch.cumsum(ins, 0) - ins
+    for i, (start, n) in enumerate(zip(starts.tolist(), input_lens)):
+        table[i, :n] = torch.arange(start, start + n)
+    next_slot = int(ins.sum())
+    for s in range(step + 1):
+        running = (outs >= s + 2).nonzero().squeeze(1)
+        table[running, ins[running] + s] = next_slot + torch.arange(len(running))
+        next_slot += len(running)
+    rows = (outs >= step + 2).nonzero().squeeze(1)
+    k, v = (torch.randn(next_slot, hkv, d, generator=gen, device=device).to(dtype) for _ in "kv")
+    q = torch.randn(len(rows), 2 * hkv, d, generator=gen, device=device).to(dtype)
+    lens = (ins[rows] + step + 1).to(torch.int32)
+    table, rows = table.to(torch.int32).to(device), rows.to(torch.int32).to(device)
+    return q, k, v, table, rows, lens.to(device)
 
 
 def reference_attention(q, k_pool, v_pool, table, rows, lens) -> torch.Tensor:  # type: ignore[no-untyped-def]
@@ -158,6 +202,14 @@ def _compile(job: tuple[str, Any]) -> str | None:
         return f"{kind} {args}: {type(e).__name__}: {str(e)[:160]}"
 
 
+def _compile_all(jobs: list[tuple[str, Any]], workers: int) -> None:
+    """在进程池里把每一组编译一遍（填满 Triton 的磁盘缓存），计时时不再现编译。"""
+    start = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        errors = [e for e in pool.imap_unordered(_compile, jobs, chunksize=4) if e]
+    print(f"编译了 {len(jobs)} 组，{time.perf_counter() - start:.0f} 秒，{len(errors)} 组出错")
+
+
 def _time_attention(layers: list[tuple[torch.Tensor, ...]], row: dict[str, Any]) -> float:
     """每层的输入依次做一次 decode 注意力；``row`` 是段数加上 tiles。"""
     tiles = {key: value for key, value in row.items() if key != "splits"}
@@ -196,10 +248,7 @@ def tune(batch_sizes: list[int], ms: list[int], workers: int) -> dict[str, Any]:
         jobs.append(("attention", (splits, dict(tiles))))
     jobs += [("linear", (m, n, k, c)) for m in ms for n, k in PROJECTIONS.values()
              for c in linear_configs(m)]  # fmt: skip
-    start = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        errors = [e for e in pool.imap_unordered(_compile, jobs, chunksize=4) if e]
-    print(f"编译了 {len(jobs)} 组，{time.perf_counter() - start:.0f} 秒，{len(errors)} 组出错")
+    _compile_all(jobs, workers)
     result: dict[str, Any] = {"device": torch.cuda.get_device_name(), "attention": [], "linear": []}
     for bs in batch_sizes:
         layers = [attention_inputs(bs, CONTEXT, HKV, HEAD_DIM, torch.bfloat16, "cuda", seed, False)
@@ -231,6 +280,41 @@ def tune(batch_sizes: list[int], ms: list[int], workers: int) -> dict[str, Any]:
             result["linear"].append({"m": m, "name": name, "n": n, "k": k, "cublas_us": cublas,
                                      "chosen": chosen, "top": rows[:10]})  # fmt: skip
             del weights
+    return result
+
+
+def tune_offline(every: int, workers: int) -> dict[str, Any]:
+    """离线负载里每隔 ``every`` 步的一步：``decode_tiles_cuda`` 的选择和每一组分块各量一遍。
+    28 层轮流用 4 份各自的 K/V：每一份都比 L2 大得多，和真实的 decode 一样从显存读。"""
+    configs = [(splits, {"BLOCK_N": block, "num_warps": warps, "num_stages": stages})
+               for splits in OFFLINE_SPLITS for block, warps, stages in OFFLINE_TILES]  # fmt: skip
+    _compile_all([("attention", config) for config in configs], workers)
+    input_lens, output_lens = offline_lengths()
+    result: dict[str, Any] = {"device": torch.cuda.get_device_name(), "every": every, "steps": []}
+    for step in range(0, max(output_lens) - 1, every):
+        copies = [
+            offline_attention_inputs(
+                input_lens, output_lens, step, HKV, HEAD_DIM, torch.bfloat16, "cuda", seed
+            )
+            for seed in range(4)
+        ]
+        layers = [copies[i % len(copies)] for i in range(LAYERS)]
+        lens = copies[0][5]
+        bs = len(lens)
+        splits, tiles = triton_attn.decode_tiles_cuda(bs, HKV)
+        chosen, rows = _rank({"splits": splits, **tiles},
+                             [{"splits": s, **t} for s, t in configs],
+                             functools.partial(_time_attention, layers))  # fmt: skip
+        kv_tokens, longest = int(lens.sum()), int(lens.max())
+        tb_s = 2 * kv_tokens * HKV * HEAD_DIM * 2 / chosen["us"] / 1e6
+        print(
+            f"第 {step} 步 batch {bs}，KV {kv_tokens} 个 token（最长 {longest}）："
+            f"decode_tiles_cuda {chosen['us']:.2f} µs（{tb_s:.2f} TB/s），最快 {rows[0]}"
+        )
+        result["steps"].append({"step": step, "batch_size": bs, "kv_tokens": kv_tokens,
+                                "longest": longest, "chosen": chosen, "all": rows})  # fmt: skip
+        del copies, layers
+        torch.cuda.empty_cache()
     return result
 
 
@@ -268,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=list(ATTN_SPLITS))
     ap.add_argument("--m", type=int, nargs="*", default=[1, 8], choices=[1, 2, 4, 8, 16],
                     help="试哪几种 M 的线性层；只写 --m、不写数就只试注意力")  # fmt: skip
+    ap.add_argument("--offline", action="store_true", help="注意力换成离线负载里真实的长度")
+    ap.add_argument("--every", type=int, default=128, help="--offline 时每隔几步取一步")
     ap.add_argument("--workers", type=int, default=12, help="编译用的进程数")
     ap.add_argument("--out", help="结果写到这个 JSON 文件")
     ns = ap.parse_args(argv)
@@ -276,6 +362,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not torch.cuda.is_available():
         ap.error("计时要 GPU；没有 GPU 时用 --check")
+    if ns.offline:
+        result = tune_offline(ns.every, ns.workers)
+        if ns.out:
+            save_results(result, ns.out)
+        return 0
     unknown = set(ns.batch_sizes) - set(ATTN_SPLITS)
     if unknown:
         ap.error(f"batch sizes must be among {sorted(ATTN_SPLITS)}, got {sorted(unknown)}")

@@ -77,24 +77,26 @@ EXTEND_TILES_CUDA = {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages":
 
 
 def decode_tiles_cuda(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
-    """GPU 上 16 位的 decode：切几段、块多大、几个 warp、几级流水（H200 上按批大小试过，见 19 章）。
+    """GPU 上 16 位的 decode：切几段、块多大、几个 warp、几级流水（H200 上试过，见 19 章）。
 
-    program 数是 ``bs × KV 头数 × 段数``。请求够多（不切就有 512 个 program，132 个 SM 每个
-    好几个）时不切，每个 program 用 2 个 warp，省下的线程留给别的 program 同时等显存；批很大时
-    块小一点、三级流水。请求少时一个请求切成多段，凑到约 1024 个 program（最多 16 段），一段读
-    64 个 token 的块：只有几个请求时 8 个 warp、两级流水，多一些时 2 个 warp、不流水。只有几个
-    请求时的这一组是放进整步 decode 里挑的：单独连着跑最快的 4 个 warp、四级流水，夹在真实的
-    一层里整步反而慢（见 19 章）。段数要是 2 的幂：合并的 kernel 用 ``tl.arange`` 取各段。"""
+    program 数是 ``bs × KV 头数 × 段数``。一批里的请求长短不一：不切段时一个 program 读完一个
+    请求在一个 KV 头上的全部 K/V，最长的那个请求决定这一层多久。所以只有批很大（不切就有 1536 个
+    以上的 program）时才不切；小一些时切 2 段，最长的那一段短了一半；不超过 256 个 program
+    （8 个 KV 头时 32 个请求）时切 8 段。这三档是在离线负载真实的长度上挑的，都是 64 个 token
+    一块、4 个 warp。program 不超过 64 个时每个请求切 16 段：只有几个请求时 8 个 warp、两级流水
+    （放进整步 decode 里挑的：单独连着跑最快的 4 个 warp、四级流水，夹在真实的一层里整步反而
+    慢），正好 64 个时 2 个 warp、不流水。段数要是 2 的幂：合并的 kernel 用 ``tl.arange``
+    取各段。"""
     programs = bs * num_kv_heads
-    if programs >= 512:
-        if bs >= 128:
-            return 1, {"BLOCK_N": 32, "num_warps": 2, "num_stages": 3}
-        return 1, {"BLOCK_N": 64, "num_warps": 2, "num_stages": 2}
-    wanted = min(16, max(2, 1024 // programs))
-    splits = 1 << (wanted.bit_length() - 1)
+    if programs > 1536:
+        return 1, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+    if programs > 256:
+        return 2, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
+    if programs > 64:
+        return 8, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
     if programs < 64:
-        return splits, {"BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
-    return splits, {"BLOCK_N": 64, "num_warps": 2, "num_stages": 1}
+        return 16, {"BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
+    return 16, {"BLOCK_N": 64, "num_warps": 2, "num_stages": 1}
 
 
 # << ch19

@@ -52,3 +52,39 @@ def test_check_catches_a_wrong_result(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     with pytest.raises(AssertionError, match="linear M=1"):
         tune_kernels.check(limit=1)
+
+
+def test_offline_inputs_follow_the_engines_slots() -> None:
+    """三个请求（提示 3、5、2 个 token，输出 2、4、3 个）到 decode 第 1 步：第一个已经生成完，
+    后两个各有提示 + 2 个 token；提示的槽位连续，decode 的槽位每一步依次分给还在跑的请求。"""
+    q, k, _, table, rows, lens = tune_kernels.offline_attention_inputs(
+        [3, 5, 2], [2, 4, 3], 1, 1, 16, torch.float32, "cpu", 0
+    )
+    assert rows.tolist() == [1, 2] and lens.tolist() == [7, 4] and q.shape == (2, 2, 16)
+    assert table[1, :7].tolist() == [3, 4, 5, 6, 7, 11, 13]
+    assert table[2, :4].tolist() == [8, 9, 12, 14]
+    assert table[0, :4].tolist() == [0, 1, 2, 10] and k.shape[0] == 15
+
+
+def test_offline_inputs_of_the_benchmark_workload() -> None:
+    """第 0 步所有请求都在跑，KV 是全部提示再加每个请求 1 个 token（基准测试离线那一行的负载）；
+    每个请求读到的槽位各不相同。"""
+    input_lens, output_lens = tune_kernels.offline_lengths()
+    _, k, _, table, rows, lens = tune_kernels.offline_attention_inputs(
+        input_lens, output_lens, 0, 1, 2, torch.float32, "cpu", 0
+    )
+    assert len(rows) == len(input_lens) == 256
+    assert int(lens.sum()) == sum(input_lens) + len(input_lens) == k.shape[0]
+    slots = torch.cat([table[r, :n] for r, n in zip(rows.tolist(), lens.tolist())])
+    assert slots.unique().numel() == slots.numel()
+
+
+def test_decode_attention_is_right_on_offline_inputs() -> None:
+    """离线负载那样长短不一、槽位散开的输入上，``--offline`` 试的分块算得对（解释器里）。"""
+    inputs = tune_kernels.offline_attention_inputs(
+        [40, 130, 7, 65], [3, 70, 90, 2], 5, 2, 32, torch.float32, "cpu", 0
+    )
+    for splits in (1, 2, 8):
+        with tune_kernels.decode_tiles(splits, {"BLOCK_N": 32, "num_warps": 4, "num_stages": 2}):
+            got = triton_attn.decode_attention(*inputs)
+        assert (got - tune_kernels.reference_attention(*inputs)).abs().max() < 1e-4
