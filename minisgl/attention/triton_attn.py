@@ -81,12 +81,12 @@ def decode_tiles_cuda(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
 
     program 数是 ``bs × KV 头数 × 段数``。一批里的请求长短不一：不切段时一个 program 读完一个
     请求在一个 KV 头上的全部 K/V，最长的那个请求决定这一层多久。所以只有批很大（不切就有 1536 个
-    以上的 program）时才不切；小一些时切 2 段，最长的那一段短了一半；不超过 256 个 program
-    （8 个 KV 头时 32 个请求）时切 8 段。这三档是在离线负载真实的长度上挑的，都是 64 个 token
-    一块、4 个 warp。program 不超过 64 个时每个请求切 16 段：只有几个请求时 8 个 warp、两级流水
-    （放进整步 decode 里挑的：单独连着跑最快的 4 个 warp、四级流水，夹在真实的一层里整步反而
-    慢），正好 64 个时 2 个 warp、不流水。段数要是 2 的幂：合并的 kernel 用 ``tl.arange``
-    取各段。"""
+    以上的 program，每个 SM 排着十来个，短的算完还有别的可接）时才不切；小一些时切 2 段，最长的
+    那一段短了一半；不超过 256 个 program（8 个 KV 头时 32 个请求）时切 8 段。这三档是在离线负载
+    真实的长度上挑的，都是 64 个 token 一块、4 个 warp。program 不超过 64 个时每个请求切 16 段：
+    只有几个请求时 8 个 warp、两级流水（放进整步 decode 里挑的：单独连着跑最快的 4 个 warp、
+    四级流水，夹在真实的一层里整步反而慢），正好 64 个时 2 个 warp、不流水。段数要是 2 的幂：
+    合并的 kernel 用 ``tl.arange`` 取各段。"""
     programs = bs * num_kv_heads
     if programs > 1536:
         return 1, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
