@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from minisgl.benchmark import offline, roofline, save_results
-from minisgl.benchmark.__main__ import PRESETS, make_llm
+from minisgl.benchmark.__main__ import PRESETS, make_llm, offline_workload
 from minisgl.benchmark.report import make_meta
 from minisgl.core import Batch
 from minisgl.models import ModelConfig
@@ -58,7 +58,7 @@ def run(preset: str, argv: list[str]) -> dict[str, Any]:
     p = PRESETS[preset]
     device = pick_device()
     dtype = dtype_from_str(p.dtype)
-    work = offline.make_workload(p.requests, p.lengths, p.lengths, seed=0)
+    work = offline_workload(p)
     llm = make_llm(p, p.model, device)
     rows: list[Forward] = []
     try:

@@ -39,8 +39,8 @@ import torch
 import torch.nn.functional as F
 
 from minisgl.attention import triton_attn  # 先导入它：没有 GPU 时它打开 Triton 的解释器
-from minisgl.benchmark import offline, save_results
-from minisgl.benchmark.__main__ import PRESETS
+from minisgl.benchmark import save_results
+from minisgl.benchmark.__main__ import PRESETS, offline_workload
 from minisgl.kernel import triton_linear
 
 HQ, HKV, HEAD_DIM, LAYERS = 16, 8, 128, 28  # Qwen3-0.6B 的注意力形状和层数
@@ -50,10 +50,10 @@ PROJECTIONS = {"qkv": (4096, 1024), "o_proj": (1024, 2048), "gate_up": (6144, 10
 # 注意力：每个批大小试的段数；块大小、warp 数、流水级数对每个批大小都试
 ATTN_SPLITS = {1: (8, 16, 32), 8: (4, 8, 16), 64: (1, 2, 4), 256: (1, 2)}
 ATTN_TILES = list(itertools.product((32, 64, 128), (2, 4, 8), (1, 2, 3, 4)))
-# 线性层：(block_n, block_k, split_k, num_warps, num_stages) 的取值，按 M 分两类
 # --offline：每一步都试的段数和 (块, warp 数, 流水级数)
 OFFLINE_SPLITS = (1, 2, 4, 8, 16)
 OFFLINE_TILES = list(itertools.product((32, 64), (2, 4), (1, 2, 3)))
+# 线性层：(block_n, block_k, split_k, num_warps, num_stages) 的取值，按 M 分两类
 LINEAR_GRID = {
     1: ((4, 8, 16), (256, 512, 1024), (1, 2, 4, 8), (2, 4, 8), (1, 2, 3)),
     8: ((16, 32, 64), (128, 256, 512), (1, 2, 4), (2, 4), (1, 2, 3)),
@@ -108,8 +108,7 @@ def attention_inputs(
 
 def offline_lengths() -> tuple[list[int], list[int]]:
     """基准测试离线那一行的负载（``full`` 预设，同一个种子）：每个请求的提示长度、输出长度。"""
-    p = PRESETS["full"]
-    work = offline.make_workload(p.requests, p.lengths, p.lengths, seed=0)
+    work = offline_workload(PRESETS["full"])
     return [len(prompt) for prompt in work.prompts], work.output_lens
 
 
@@ -128,11 +127,10 @@ def offline_attention_inputs(
     for i, (start, n) in enumerate(zip(starts.tolist(), input_lens)):
         table[i, :n] = torch.arange(start, start + n)
     next_slot = int(ins.sum())
-    for s in range(step + 1):
-        running = (outs >= s + 2).nonzero().squeeze(1)
-        table[running, ins[running] + s] = next_slot + torch.arange(len(running))
-        next_slot += len(running)
-    rows = (outs >= step + 2).nonzero().squeeze(1)
+    for s in range(step + 1):  # 循环结束时 rows 是这一步还在跑的请求
+        rows = (outs >= s + 2).nonzero().squeeze(1)
+        table[rows, ins[rows] + s] = next_slot + torch.arange(len(rows))
+        next_slot += len(rows)
     k, v = (torch.randn(next_slot, hkv, d, generator=gen, device=device).to(dtype) for _ in "kv")
     q = torch.randn(len(rows), 2 * hkv, d, generator=gen, device=device).to(dtype)
     lens = (ins[rows] + step + 1).to(torch.int32)
@@ -364,13 +362,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("计时要 GPU；没有 GPU 时用 --check")
     if ns.offline:
         result = tune_offline(ns.every, ns.workers)
-        if ns.out:
-            save_results(result, ns.out)
-        return 0
-    unknown = set(ns.batch_sizes) - set(ATTN_SPLITS)
-    if unknown:
-        ap.error(f"batch sizes must be among {sorted(ATTN_SPLITS)}, got {sorted(unknown)}")
-    result = tune(ns.batch_sizes, ns.m, ns.workers)
+    else:
+        unknown = set(ns.batch_sizes) - set(ATTN_SPLITS)
+        if unknown:
+            ap.error(f"batch sizes must be among {sorted(ATTN_SPLITS)}, got {sorted(unknown)}")
+        result = tune(ns.batch_sizes, ns.m, ns.workers)
     if ns.out:
         save_results(result, ns.out)
     return 0

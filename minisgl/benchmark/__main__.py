@@ -257,7 +257,7 @@ def run(
     本书的引擎和某一种 transformers 的比值，两部分都出自第一次时才是同一次运行里的。"""
     t0 = time.perf_counter()
     device = pick_device()
-    work = offline.make_workload(p.requests, p.lengths, p.lengths, seed=0)
+    work = offline_workload(p)
     if resume:
         if not out:
             raise ValueError("--resume needs --out (the results of the interrupted run)")
@@ -334,6 +334,11 @@ def _start(
         "floor_tokens_per_s": p.prefill_batch * p.context_len / prefill_s,
     }
     return results
+
+
+def offline_workload(p: Preset) -> offline.Workload:
+    """离线一行的负载：``p.requests`` 个请求，提示和输出长度都在 ``p.lengths`` 里，种子固定。"""
+    return offline.make_workload(p.requests, p.lengths, p.lengths, seed=0)
 
 
 def make_llm(p: Preset, model: str, device: torch.device) -> LLM:
