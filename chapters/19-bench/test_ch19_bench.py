@@ -693,6 +693,42 @@ def test_profile_busy_time_is_the_union_of_intervals() -> None:
     assert busy_time_us([(20, 25), (0, 10)]) == 15  # 顺序无关
 
 
+def test_idle_gaps_list_the_idle_stretches_and_who_was_busy_on_the_host() -> None:
+    """kernel 并集之外、不短于门槛的空隙，连同开头、结尾的；每段记下和它重叠的主机函数。"""
+    from minisgl.benchmark.profile import idle_gaps
+
+    kernels = [(10, 30), (25, 40), (40.5, 50), (70, 80)]  # 40～40.5 的空隙短于门槛
+    host = [(0, 12, "schedule"), (45, 75, "forward"), (50, 60, "allocate")]
+    gaps = idle_gaps(kernels, host, (0, 100), min_us=5)
+    assert [(g["start_ms"], g["ms"]) for g in gaps] == [(0, 0.01), (0.05, 0.02), (0.08, 0.02)]
+    assert gaps[0]["host"] == {"schedule": 0.01}  # 第一个 kernel 之前：主机在准备
+    assert gaps[1]["host"] == {"forward": 0.02, "allocate": 0.01}  # 嵌套的各算各的，长的在前
+    assert gaps[2]["host"] == {}  # 结尾：没有包上的函数在跑
+    assert idle_gaps([], [], (0, 3), min_us=5) == []
+    assert idle_gaps([(0, 10)], [], (0, 10), min_us=1) == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CPU 上的孪生：上面的 idle_gaps 测试")
+def test_profile_region_sees_the_host_function_behind_a_gpu_gap() -> None:
+    """GPU 上：两个 kernel 之间主机在一个包上的函数里停 20 毫秒，空隙里看得见这个函数。"""
+    from minisgl.benchmark.profile import profile_region
+
+    x = torch.randn(1024, 1024, device="cuda")
+
+    class Step:
+        def pause(self) -> None:
+            torch.cuda.synchronize()
+            time.sleep(0.02)
+
+    def work() -> None:
+        x @ x
+        Step().pause()
+        x @ x
+
+    r = profile_region(torch.device("cuda"), work, annotate=((Step, "pause"),))
+    assert any("Step.pause" in g["host"] for g in r["gaps"])
+
+
 def test_profile_region_ranks_the_operators() -> None:
     """CPU 上录的是 aten 算子自己的时间：按总时长从多到少排，调用次数对得上。（不断言谁排第一：
     那要看这台机器此刻快慢，测试里不比时间。）"""
@@ -705,12 +741,20 @@ def test_profile_region_ranks_the_operators() -> None:
             a @ a
         a.add(1)
 
-    r = profile_region(torch.device("cpu"), work)
+    class Step:
+        def run(self) -> None:
+            work()
+
+    real = Step.__dict__["run"]
+    r = profile_region(torch.device("cpu"), Step().run, annotate=((Step, "run"),))
     calls = {k["name"]: k["calls"] for k in r["kernels"]}
     assert calls["aten::mm"] == 3 and calls["aten::add"] == 1
+    assert "Step.run" not in calls  # 包上的函数不是算子
     totals = [k["total_ms"] for k in r["kernels"]]
     assert totals == sorted(totals, reverse=True)
     assert 0 < r["busy_ms"] and r["wall_ms"] > 0 and r["launches"] >= 4
+    assert r["gaps"] == []  # CPU 上没有 kernel 的时间线
+    assert Step.__dict__["run"] is real  # 录完换回原来的方法
 
 
 def test_host_timers_count_calls_and_put_the_methods_back() -> None:

@@ -65,7 +65,9 @@ def _extend_kernel(
 ):  # fmt: skip
     b = tl.program_id(0)
     h = tl.program_id(1)
-    mb = tl.program_id(2)
+    # q 块倒着编号：网格里先发出的程序先上 SM，而因果掩码下越靠后的 q 块要扫的 K/V 越多。
+    # 最重的先算，收尾时剩下的都是轻的，SM 不用空等最后几个长程序
+    mb = tl.num_programs(2) - 1 - tl.program_id(2)
     q_start = tl.load(CU_Q + b)
     extend_len = tl.load(CU_Q + b + 1) - q_start
     if mb * BLOCK_M >= extend_len:

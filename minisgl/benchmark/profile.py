@@ -6,7 +6,9 @@ kernel 上、GPU 空着的时间有多少。
 - **设备上的 kernel**：按名字合并，给出调用次数和总时长，最耗时的排在前面；
 - **忙与闲**：kernel 时间区间的并集是"GPU 忙"的时间，墙上时间减去它就是 GPU 空等主机的时间
   （准备批次、Python 的开销、同步）；
-- **主机这一侧**：同样的形状再跑一次（换一批 token，不开 profiler），给调度器的几个函数包上计时器，
+- **GPU 空着的几段**：录的时候调度器的几个函数（``HOST_STEPS``）各包一层 ``record_function``，
+  kernel 之间不短于 1 毫秒的空隙逐段列出来，连同这段时间里主机在哪几个函数里；
+- **主机这一侧**：同样的形状再跑一次（换一批 token，不开 profiler），给同样那几个函数包上计时器，
   记下每个函数调用了几次、一共多少毫秒——GPU 空着时主机在忙什么，看这一项。
 
 没有 GPU 时录的是 CPU 上 ``aten::…`` 算子各自的时间（不含子算子），流程一样，用来测试这个脚本本身。
@@ -23,7 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, record_function
 
 from minisgl.core import SamplingParams
 from minisgl.engine import Engine, has_weight_files
@@ -36,7 +38,7 @@ from minisgl.utils import dtype_from_str, pick_device, synchronize
 from .offline import make_workload
 from .report import save_results
 
-__all__ = ["HOST_STEPS", "busy_time_us", "host_timers", "profile_region", "run"]
+__all__ = ["HOST_STEPS", "busy_time_us", "host_timers", "idle_gaps", "profile_region", "run"]
 
 # 主机这一侧计时的函数：调度器一步的三段，前向里的引擎，和 KV 页的几项账目
 HOST_STEPS: tuple[tuple[type, str], ...] = (
@@ -57,12 +59,48 @@ def busy_time_us(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def profile_region(device: torch.device, fn: Callable[[], Any], top: int = 12) -> dict[str, Any]:
-    """预热过的 ``fn`` 录一次：墙上时间、设备忙的时间、按名字合并的 kernel 排行。"""
+def idle_gaps(
+    kernels: list[tuple[float, float]],
+    host: list[tuple[float, float, str]],
+    span: tuple[float, float],
+    min_us: float,
+) -> list[dict[str, Any]]:
+    """GPU 空着的几段：在 ``span``（微秒）里、kernel 区间的并集之外、不短于 ``min_us`` 的空隙，
+    按先后排（第一个 kernel 之前、最后一个之后的也算）。每一段记下从 ``span`` 起点算起的
+    毫秒数、长短，以及 ``host`` 里每个函数和它重叠了多久（嵌套的函数各算各的）。"""
+    gaps: list[dict[str, Any]] = []
+    end = span[0]
+    for start, stop in sorted(kernels) + [(span[1], span[1])]:
+        if start - end >= min_us:
+            overlap: dict[str, float] = defaultdict(float)
+            for h_start, h_stop, name in host:
+                both = min(h_stop, start) - max(h_start, end)
+                if both > 0:
+                    overlap[name] += both / 1000
+            gaps.append({
+                "start_ms": (end - span[0]) / 1000,
+                "ms": (start - end) / 1000,
+                "host": dict(sorted(overlap.items(), key=lambda kv: -kv[1])),
+            })  # fmt: skip
+        end = max(end, stop)
+    return gaps
+
+
+def profile_region(
+    device: torch.device,
+    fn: Callable[[], Any],
+    top: int = 12,
+    annotate: tuple[tuple[type, str], ...] = (),
+    gap_ms: float = 1.0,
+) -> dict[str, Any]:
+    """预热过的 ``fn`` 录一次：墙上时间、设备忙的时间、按名字合并的 kernel 排行，以及 GPU 空着
+    不短于 ``gap_ms`` 的几段（``idle_gaps``；``annotate`` 里的方法录的时候包一层
+    ``record_function``，空隙里主机在哪个函数里就看得见）。"""
     cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    labels = {f"{cls.__name__}.{name}" for cls, name in annotate}
     synchronize(device)
-    with profile(activities=activities) as prof:
+    with _wrapped(annotate, _annotated), profile(activities=activities) as prof:
         start = time.perf_counter()
         fn()
         synchronize(device)
@@ -70,8 +108,17 @@ def profile_region(device: torch.device, fn: Callable[[], Any], top: int = 12) -
     calls: dict[str, int] = defaultdict(int)
     total: dict[str, float] = defaultdict(float)
     intervals: list[tuple[float, float]] = []
+    host: list[tuple[float, float, str]] = []
     cpu_busy = 0.0
-    for event in prof.events():
+    events = prof.events()
+    on_cpu = [e.time_range for e in events if e.device_type == torch.autograd.DeviceType.CPU]
+    # 录到的范围：主机上第一件事开始到最后一件事结束（第一个 kernel 之前主机在准备批次）
+    span = (min((r.start for r in on_cpu), default=0.0), max((r.end for r in on_cpu), default=0.0))
+    for event in events:
+        if event.name in labels:  # 包上的函数：CPU 上是主机的区间，GPU 上那一份不是 kernel
+            if event.device_type == torch.autograd.DeviceType.CPU:
+                host.append((event.time_range.start, event.time_range.end, event.name))
+            continue
         if cuda and event.device_type == torch.autograd.DeviceType.CUDA:
             start_us, end_us = event.time_range.start, event.time_range.end
             intervals.append((start_us, end_us))
@@ -94,7 +141,33 @@ def profile_region(device: torch.device, fn: Callable[[], Any], top: int = 12) -
             {"name": name[:120], "calls": calls[name], "total_ms": total[name] / 1000}
             for name in ranked[:top]
         ],
+        "gaps": idle_gaps(intervals, host, span, gap_ms * 1000) if cuda else [],
     }
+
+
+@contextmanager
+def _wrapped(
+    targets: tuple[tuple[type, str], ...],
+    wrap: Callable[[Callable[..., Any], str], Callable[..., Any]],
+) -> Iterator[None]:
+    """``with`` 块里把 ``targets`` 的每个方法换成 ``wrap(原方法, "类.方法")``，退出时换回来。"""
+    originals = [(cls, name, cls.__dict__[name]) for cls, name in targets]
+    for cls, name, real in originals:
+        setattr(cls, name, wrap(real, f"{cls.__name__}.{name}"))
+    try:
+        yield
+    finally:
+        for cls, name, real in originals:
+            setattr(cls, name, real)
+
+
+def _annotated(real: Callable[..., Any], label: str) -> Callable[..., Any]:
+    @functools.wraps(real)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with record_function(label):
+            return real(*args, **kwargs)
+
+    return wrapper
 
 
 @contextmanager
@@ -106,9 +179,10 @@ def host_timers(
     在 CPU 这一侧记每一个算子，自己就很费时间；这里每次调用只多两次 ``perf_counter``。
     嵌套的调用各记各的（``forward`` 的时间里含着 ``forward_batch``）。"""
     stats = {f"{cls.__name__}.{name}": {"calls": 0, "total_ms": 0.0} for cls, name in targets}
-    originals = [(cls, name, cls.__dict__[name]) for cls, name in targets]
 
-    def timed(real: Callable[..., Any], entry: dict[str, float]) -> Callable[..., Any]:
+    def timed(real: Callable[..., Any], label: str) -> Callable[..., Any]:
+        entry = stats[label]
+
         @functools.wraps(real)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
@@ -120,13 +194,8 @@ def host_timers(
 
         return wrapper
 
-    for cls, name, real in originals:
-        setattr(cls, name, timed(real, stats[f"{cls.__name__}.{name}"]))
-    try:
+    with _wrapped(targets, timed):
         yield stats
-    finally:
-        for cls, name, real in originals:
-            setattr(cls, name, real)
 
 
 def run(model: str, dtype: str, prompt_len: int, prefill_batch: int, decode: tuple[int, ...],
@@ -149,7 +218,9 @@ def run(model: str, dtype: str, prompt_len: int, prefill_batch: int, decode: tup
     cases += [(f"decode bs{bs}×{decode_steps}", bs, 1 + decode_steps) for bs in decode]
     for i, (name, batch, tokens) in enumerate(cases):
         generate(batch, tokens, seed=100 + i)()  # 预热：同样的形状，另一批 token
-        regions[name] = r = profile_region(device, generate(batch, tokens, seed=200 + i))
+        regions[name] = r = profile_region(
+            device, generate(batch, tokens, seed=200 + i), annotate=HOST_STEPS
+        )
         with host_timers() as host:
             start = time.perf_counter()
             generate(batch, tokens, seed=300 + i)()
@@ -174,6 +245,16 @@ def render(result: dict[str, Any]) -> str:
         lines += [
             f"| `{k['name'][:80]}` | {k['calls']} | {k['total_ms']:.2f} |" for k in r["kernels"]
         ]
+        if r.get("gaps"):  # 早先的 JSON 没有这一项
+            lines.append("\nGPU 空着不短于 1 毫秒的几段（主机在哪些函数里，毫秒）：\n")
+            lines.append("| 起点 ms | 空着 ms | 主机 |")
+            lines.append("|---:|---:|---|")
+            lines += [
+                f"| {g['start_ms']:.1f} | {g['ms']:.1f} | "
+                + ("、".join(f"`{name}` {ms:.1f}" for name, ms in g["host"].items()) or "—")
+                + " |"
+                for g in r["gaps"]
+            ]
         if "host" in r:  # 早先的 JSON 没有这一项
             wall = r["host_wall_ms"]
             lines.append(f"\n主机这一侧（不开 profiler 再跑一次，墙上 {wall:.1f} ms）：\n")
