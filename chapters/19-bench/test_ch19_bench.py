@@ -757,6 +757,22 @@ def test_profile_region_ranks_the_operators() -> None:
     assert Step.__dict__["run"] is real  # 录完换回原来的方法
 
 
+def test_profile_script_runs_the_quick_preset(tmp_path: Path) -> None:
+    """``python -m minisgl.benchmark.profile --preset quick``：一段 prefill、两段 decode 都录下来，
+    每段都有主机这一侧的计时，JSON 读回来和打印的一致。"""
+    from minisgl.benchmark import profile
+
+    out = tmp_path / "profile.json"
+    assert profile.main(["--preset", "quick", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert list(result["regions"]) == ["prefill 4×32", "decode bs1×8", "decode bs4×8"]
+    for r in result["regions"].values():
+        assert r["busy_ms"] > 0 and r["host_wall_ms"] > 0 and r["kernels"]
+        assert r["host"]["Scheduler.forward"]["calls"] >= 1  # 不开 profiler 的那一次真的走了调度器
+        assert r["gaps"] == []  # CPU 上没有 kernel 的时间线
+    assert "主机这一侧" in profile.render(result)
+
+
 def test_host_timers_count_calls_and_put_the_methods_back() -> None:
     """计时器记下次数（抛出异常的那次也算），退出 ``with`` 以后类上还是原来的方法。"""
     from minisgl.benchmark.profile import HOST_STEPS, host_timers
