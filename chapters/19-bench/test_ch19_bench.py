@@ -769,7 +769,9 @@ def test_profile_script_runs_the_quick_preset(tmp_path: Path) -> None:
     for r in result["regions"].values():
         assert r["busy_ms"] > 0 and r["host_wall_ms"] > 0 and r["kernels"]
         assert r["host"]["Scheduler.forward"]["calls"] >= 1  # 不开 profiler 的那一次真的走了调度器
-        assert r["gaps"] == []  # CPU 上没有 kernel 的时间线
+        if result["device"] == "cpu":
+            assert r["gaps"] == []  # CPU 上没有 kernel 的时间线
+        assert all(g["ms"] >= 1 and g["start_ms"] >= 0 for g in r["gaps"])
     assert "主机这一侧" in profile.render(result)
 
 
