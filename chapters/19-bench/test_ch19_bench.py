@@ -759,7 +759,7 @@ def test_profile_region_ranks_the_operators() -> None:
 
 def test_profile_script_runs_the_quick_preset(tmp_path: Path) -> None:
     """``python -m minisgl.benchmark.profile --preset quick``：一段 prefill、两段 decode 都录下来，
-    每段都有主机这一侧的计时，JSON 读回来和打印的一致。"""
+    每段都有主机这一侧的计时，存下的 JSON 读得回来、排得成表。"""
     from minisgl.benchmark import profile
 
     out = tmp_path / "profile.json"
