@@ -1,6 +1,7 @@
-"""第 7 章：CUDA Graph。补齐的算术；CPU 上 GraphRunner 干净地关闭；图里用的"整批一次算"的
-decode 路径（含补齐出来的假请求）在 CPU 上即时运行，结果和普通路径相同；
-有 CUDA 时，重放和即时执行生成同样的 token、同样的 logits。"""
+"""第 7 章：CUDA Graph。补齐的算术；CPU 上 GraphRunner 干净地关闭；前向里要同步主机的模型
+（MoE 的 torch 后端）不录，留下原因；图里用的"整批一次算"的 decode 路径（含补齐出来的假请求）
+在 CPU 上即时运行，结果和普通路径相同；有 CUDA 时，重放和即时执行生成同样的 token、同样的
+logits，MoE 模型在 CUDA 上照常建好、生成。"""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 
 from minisgl.attention import prepare_batch
 from minisgl.core import Batch, Req
-from minisgl.engine import Engine, EngineConfig, padded_batch_size, static_generate
+from minisgl.engine import Engine, EngineConfig, graph, padded_batch_size, static_generate
 from minisgl.utils import cuda_graph_available
 
 PROMPTS = [[1, 2, 3, 4, 5, 6, 7], [100, 200, 300], [42] * 11]
@@ -52,6 +53,31 @@ def test_runner_is_disabled_on_cpu(tiny_model: Path) -> None:
             runner.replay(batch)
     finally:
         engine.shutdown()
+
+
+def test_models_that_sync_with_the_host_are_not_captured(
+    models_dir: Path, tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MoE 的 torch 后端在前向里 ``counts.tolist()``：录制时这一步会让捕获失败，Engine 就建不起来。
+    GraphRunner 在捕获之前认出这样的层，关掉并说明原因。CPU 上假装图可用，走到这一项检查为止。"""
+    moe = Engine(EngineConfig(models_dir / "tiny-qwen3-moe", device="cpu", max_seq_len=64))
+    dense = Engine(EngineConfig(tiny_model, device="cpu", max_seq_len=64))
+    try:
+        synced = graph.host_synced_layers(moe.model)
+        assert synced == [f"model.layers.{i}.mlp.experts" for i in range(len(synced))]
+        assert len(synced) == moe.model.config.num_layers
+        assert graph.host_synced_layers(dense.model) == []
+        monkeypatch.setattr(graph, "cuda_graph_available", lambda device: True)
+        runner = graph.GraphRunner(
+            moe.model, moe.ctx, batch_sizes=(1, 2), device=moe.device, dummy_page=moe.dummy_page
+        )
+        assert not runner.enabled and runner.graphs == {}
+        assert runner.describe() == (
+            f"off ({len(synced)} layers sync with the host, e.g. model.layers.0.mlp.experts)"
+        )
+    finally:
+        moe.shutdown()
+        dense.shutdown()
 
 
 def _decode_batch(engine: Engine) -> Batch:
@@ -128,3 +154,19 @@ def test_cuda_graph_replay_equals_eager(tiny_model: Path) -> None:
         torch.testing.assert_close(replay_logits, eager_logits, rtol=1e-4, atol=1e-4)
     finally:
         graph.shutdown()
+
+
+@pytest.mark.skipif(not cuda_graph_available("cuda"), reason="需要 CUDA；CPU 孪生见上面的 MoE 测试")
+def test_moe_model_starts_and_generates_on_cuda(models_dir: Path) -> None:
+    engine = Engine(
+        EngineConfig(
+            models_dir / "tiny-qwen3-moe", device="cuda", max_running_reqs=4, max_seq_len=64
+        )
+    )
+    try:
+        assert not engine.graph_runner.enabled
+        assert "sync with the host" in engine.graph_runner.describe()
+        out = static_generate(engine, PROMPTS, 4)
+        assert [len(o) for o in out] == [4] * len(PROMPTS)
+    finally:
+        engine.shutdown()

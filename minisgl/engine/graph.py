@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING
 import torch
 
 from minisgl.core import Batch, Context, Req
+from minisgl.moe import MoELayer
 from minisgl.utils import cuda_graph_available, init_logger
 
 if TYPE_CHECKING:
     from minisgl.models.base import BaseLLMModel
 
-__all__ = ["GraphRunner", "padded_batch_size"]
+__all__ = ["GraphRunner", "capture_blocker", "host_synced_layers", "padded_batch_size"]
 
 logger = init_logger(__name__)
 
@@ -42,6 +43,32 @@ def padded_batch_size(bs: int, batch_sizes: Sequence[int]) -> int | None:
         raise ValueError(f"batch size must be >= 1, got {bs}")
     i = bisect.bisect_left(batch_sizes, bs)
     return batch_sizes[i] if i < len(batch_sizes) else None
+
+
+def host_synced_layers(model: BaseLLMModel) -> list[str]:
+    """前向里要等 GPU 把数据拷回主机的层（全名）：录制时遇到这种同步，捕获直接失败。
+    目前只有 MoE 层的 torch 后端（第 6 章：按每个专家分到的 token 数在主机上循环）。"""
+    owners = (
+        name.rsplit(".", 1)[0]  # 张量的全名去掉最后一段，就是持有它的层
+        for name, owner, _, _ in model.named_tensors()
+        if isinstance(owner, MoELayer) and owner.syncs_host
+    )
+    return list(dict.fromkeys(owners))  # 一层有两个张量：去重，保持层的顺序
+
+
+def capture_blocker(
+    model: BaseLLMModel, ctx: Context, device: torch.device, hooks: Sequence[str]
+) -> str:
+    """录不了图的原因，空串表示能录：不是 CUDA；注意力后端缺少 ``hooks`` 里的方法（图里要一条
+    "整批一次算"、没有主机同步的路径）；模型的前向里要同步主机。"""
+    if not cuda_graph_available(device):
+        return f"not available on {device.type}"
+    backend = ctx.attn_backend
+    if not all(hasattr(backend, h) for h in hooks):
+        return f"attention backend {type(backend).__name__} cannot be captured"
+    if synced := host_synced_layers(model):
+        return f"{len(synced)} layers sync with the host, e.g. {synced[0]}"
+    return ""
 
 
 class GraphRunner:
@@ -63,14 +90,9 @@ class GraphRunner:
         max_rows = ctx.page_table.shape[0]
         self.batch_sizes = sorted({b for b in batch_sizes if 1 <= b <= max_rows})
         self.dummy_slot = dummy_page * ctx.page_size
-        backend = ctx.attn_backend
-        self.reason = ""
-        if not self.batch_sizes:
-            self.reason = "no batch sizes"
-        elif not cuda_graph_available(self.device):
-            self.reason = f"not available on {self.device.type}"
-        elif not all(hasattr(backend, h) for h in _GRAPH_HOOKS):
-            self.reason = f"attention backend {type(backend).__name__} cannot be captured"
+        self.reason = "no batch sizes"
+        if self.batch_sizes:
+            self.reason = capture_blocker(model, ctx, self.device, _GRAPH_HOOKS)
         self.enabled = not self.reason
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         if self.enabled:

@@ -39,6 +39,10 @@ __all__ = [
 class BaseMoeBackend(ABC):
     """路由之后的全部计算：选专家、按专家分组、专家的 MLP、加权求和。不做任何通信。"""
 
+    # 前向里要不要等 GPU 把数据拷回主机（按每个专家分到的 token 数在主机上决定循环）。要等的后端
+    # 录不进 CUDA Graph（第 7 章），Engine 见到它就不录；整批都在 GPU 上决定的融合 kernel 设成 False
+    syncs_host: bool = True
+
     @abstractmethod
     def forward(
         self,
@@ -114,6 +118,10 @@ class MoELayer(BaseOP):
         self.down_proj = torch.empty(num_experts, hidden_size, local)
         self._backend = create_moe_backend(backend) if isinstance(backend, str) else backend
         self._comm = DistributedCommunicator(tp)
+
+    @property
+    def syncs_host(self) -> bool:
+        return self._backend.syncs_host
 
     def forward_local(self, x: torch.Tensor, router_logits: torch.Tensor) -> torch.Tensor:
         """本 rank 的部分和：只用了每个专家中间维度的这一段。"""

@@ -90,6 +90,8 @@ class NativeMoeBackend(BaseMoeBackend):
     """``select_experts`` + ``moe_forward``。张量并行时 ``gate_up``、``down`` 只是每个专家中间维度的
     一段，算出来的就是部分和——路由不受影响，通信由 ``MoELayer`` 负责。"""
 
+    syncs_host = True  # moe_forward 里的 counts.tolist()
+
     def forward(
         self,
         hidden_states: torch.Tensor,
