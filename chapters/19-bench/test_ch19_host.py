@@ -1,7 +1,8 @@
 """第 19 章：调度器的主机开销——换了更快的写法，结果必须和原来的一模一样。
 
-- prefill 的页表写入攒成一批（``defer_writes`` / ``flush_writes``）：写出的页表和逐行写的相同，
-  整批只拷一次（行、列、槽位拼在一起），不随请求数增长；调度器接纳一批请求后，页表就是各请求的页；
+- prefill 的页表写入攒成一批（``defer_writes`` / ``flush_writes``）：写出的页表和逐行写的相同
+  （短的段和长的段拼法不同，两种都有），整批只拷一次（行、列、槽位拼在一起），不随请求数增长；
+  调度器接纳一批请求后，页表就是各请求的页；
 - 空闲列表整段切下、整批放回：拿到的页和逐个 ``pop()`` 的相同，重复、越界照样当场报错；
 - radix 树比较公共前缀先整段比：结果和一页一页地比相同（包括停在半页的不同）；
 - ``append_host`` 写进按容量翻倍的缓冲区：和每次 ``torch.cat`` 的结果相同，早先拿到的
@@ -20,7 +21,7 @@ import torch
 from minisgl.core import Req, SamplingParams
 from minisgl.kvcache import RadixPrefixCache, create_prefix_cache
 from minisgl.scheduler import PendingReq, PrefillManager, ReqTable
-from minisgl.scheduler.cache import EVICT_FRACTION, CacheManager
+from minisgl.scheduler.cache import EVICT_FRACTION, NUMPY_SEGMENT, CacheManager
 from minisgl.scheduler.utils import SchedReq
 
 
@@ -30,17 +31,20 @@ def _manager(page_size: int, rows: int = 8, columns: int = 96) -> CacheManager:
 
 
 def _writes(manager: CacheManager, rng: random.Random) -> None:
-    """几个请求：先写整行（像命中了前缀的新请求），再补页写后半段（像 ensure_pages）。"""
+    """几个请求：先写整行（像命中了前缀的新请求），再补页写后半段（像 ensure_pages）。
+    第 0 个请求补到整行（长的一段，numpy 拼），命中的前缀都不超过 6 页（短的段，逐个拼）。"""
+    columns = manager.page_table.shape[1]
     for i in range(8):
         req = SchedReq(torch.arange(5, dtype=torch.int32), table_idx=i, uid=i)
         req.pages = manager.allocate(rng.randint(0, 6))
         manager.write_row(req)
-        manager.ensure_pages(req, rng.randint(1, 90))
+        manager.ensure_pages(req, columns if i == 0 else rng.randint(1, 90))
 
 
 @pytest.mark.parametrize("page_size", [1, 4])
 def test_deferred_writes_give_the_same_table_as_row_by_row(page_size: int) -> None:
     one, batched = _manager(page_size), _manager(page_size)
+    assert 6 * page_size <= NUMPY_SEGMENT < 96 - 6 * page_size  # 两种段都有
     _writes(one, random.Random(page_size))
     batched.defer_writes()
     _writes(batched, random.Random(page_size))

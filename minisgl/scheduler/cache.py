@@ -24,12 +24,16 @@ __all__ = ["CacheManager"]
 import array
 import itertools
 
+import numpy as np
+
 from minisgl.utils.device import to_device
 
 # 空闲页不够时，一次至少淘汰池子的这么多分之一。淘汰要把整棵树走一遍（第 10 章）；缓存占满池子
 # 之后只淘汰刚好够的页，就是每个新请求、每一步跨页的 decode 都走一遍。多腾出的页本来就是最久没用的，
 # 下一次分配直接从空闲列表里拿
 EVICT_FRACTION = 64
+# 页表写入的一段超过这么多个格子时用 numpy 生成（见 flush_writes）
+NUMPY_SEGMENT = 64
 
 
 # << ch19
@@ -169,10 +173,13 @@ class CacheManager:
         """把攒下的页表写入一次做完，回到立刻写的模式。
 
         页表按一维看，第 ``行 × 列数 + 列`` 个格子；要写的格子和槽位在主机上拼成一个 int32 的
-        ``array``（循环都在 C 里，每个请求只有几次调用），一次拷到设备，一次 ``index_put_`` 写进去。
-        每一次小拷贝、每一个小算子在主机上都要几到几十微秒（第 19 章的剖析：H200 那台机器上，
-        为一个请求的一页写页表要 0.15 毫秒），batch 1 的 decode 每一步都要走这里，所以拷贝和
-        算子都只有一次。
+        ``array``，一次拷到设备，一次 ``index_put_`` 写进去。每一次小拷贝、每一个小算子在主机上都要
+        几到几十微秒（第 19 章的剖析：H200 那台机器上，为一个请求的一页写页表要 0.15 毫秒），
+        batch 1 的 decode 每一步都要走这里，所以拷贝和算子都只有一次。
+
+        拼法按段的长短分两种。decode 每个请求一两页：``extend`` 最快，numpy 每次调用的固定开销反而
+        更大。prefill 一段就是整个提示：``extend`` 要把成千上万个 Python 整数逐个转换，页大于 1 时
+        还要经过一个生成器；numpy 整段生成、整段拷进来。
         """
         pending, self._pending = self._pending or [], None
         if not pending:
@@ -181,8 +188,16 @@ class CacheManager:
         cells, slots = array.array("i"), array.array("i")
         for row, first, pages in pending:
             begin = row * columns + first * size
-            cells.extend(range(begin, begin + len(pages) * size))
-            slots.extend(pages if size == 1 else (p * size + j for p in pages for j in range(size)))
+            n = len(pages) * size
+            if n > NUMPY_SEGMENT:
+                cells.frombytes(np.arange(begin, begin + n, dtype=np.int32).tobytes())
+                page_starts = np.array(pages, dtype=np.int32)[:, None] * size  # 每页第一个槽位
+                slots.frombytes((page_starts + np.arange(size, dtype=np.int32)).tobytes())
+            else:
+                cells.extend(range(begin, begin + n))
+                slots.extend(
+                    pages if size == 1 else (p * size + j for p in pages for j in range(size))
+                )
         both = to_device(torch.frombuffer(cells + slots, dtype=torch.int32), self.page_table.device)
         self.page_table.view(-1).index_put_((both[: len(cells)],), both[len(cells) :])
 
@@ -219,7 +234,9 @@ class CacheManager:
         handle, tree_pages = self.prefix_cache.match_prefix(ids)  # naive：什么也匹配不到
         self.prefix_cache.lock(handle)
         self.prefix_cache.unlock(req.cache_handle)
-        duplicates = [p for p, q in zip(req.pages[old:], tree_pages[old:]) if p != q]
+        # 最常见的是缓存里就是它刚交过去的那些页：先整段比一次（在 C 里），不同时才逐页找
+        mine, theirs = req.pages[old : len(tree_pages)], tree_pages[old:]
+        duplicates = [] if mine == theirs else [p for p, q in zip(mine, theirs) if p != q]
         req.pages[: len(tree_pages)] = tree_pages
         req.cache_handle = handle
         if duplicates:
