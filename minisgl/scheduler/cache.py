@@ -191,6 +191,7 @@ class CacheManager:
             n = len(pages) * size
             if n > NUMPY_SEGMENT:
                 cells.frombytes(np.arange(begin, begin + n, dtype=np.int32).tobytes())
+                # 槽位的算法同 page_slots，用 numpy 写：它的几个 torch 小算子每次要几十微秒
                 page_starts = np.array(pages, dtype=np.int32)[:, None] * size  # 每页第一个槽位
                 slots.frombytes((page_starts + np.arange(size, dtype=np.int32)).tobytes())
             else:
