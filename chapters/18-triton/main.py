@@ -20,7 +20,12 @@ import time
 import torch
 
 from minisgl.attention import TRITON_AVAILABLE
-from minisgl.attention.triton_attn import decode_attention, extend_attention
+from minisgl.attention.triton_attn import (
+    decode_attention,
+    extend_attention,
+    extend_tiles,
+    extend_work,
+)
 from minisgl.core import SamplingParams
 from minisgl.engine import has_weight_files
 from minisgl.llm import LLM
@@ -70,7 +75,10 @@ def on(*xs: torch.Tensor) -> list[torch.Tensor]:
 
 rows = torch.tensor([0, 1, 2], dtype=torch.int32)
 args = on(table, rows, torch.tensor(cu, dtype=torch.int32), torch.tensor(cached, dtype=torch.int32))
-out = extend_attention(*on(q, k_pool, v_pool), *args, max(extend)).cpu()
+# 工作表：每个请求的每一块 q，要扫的 K/V 多的在前；块的大小和 kernel 用的一样
+block_m = extend_tiles(device, q.dtype)["BLOCK_M"]
+work = torch.tensor(extend_work(extend, cached, block_m), dtype=torch.int32).view(-1, 2)
+out = extend_attention(*on(q, k_pool, v_pool), *args, *on(work)).cpu()
 print(f"extend：最大误差 {(out - want).abs().max():.1e}")
 lens = torch.tensor([c + e for c, e in zip(cached, extend)], dtype=torch.int32)
 last = torch.tensor(cu[1:]) - 1  # 每个请求最后一个 token 的 q：当成 decode 再算一遍

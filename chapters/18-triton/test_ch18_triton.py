@@ -75,7 +75,7 @@ SHAPES = [(8, 2, 32), (4, 4, 16), (16, 4, 64)]  # (q 头数, kv 头数, head_dim
 @pytest.mark.parametrize("page_size", [1, 4, 16])
 @pytest.mark.parametrize(("hq", "hkv", "d"), SHAPES)
 def test_extend_matches_reference(dtype: torch.dtype, page_size: int, hq: int, hkv: int, d: int):
-    from minisgl.attention.triton_attn import extend_attention
+    from minisgl.attention.triton_attn import extend_attention, extend_tiles, extend_work
 
     gen = torch.Generator().manual_seed(page_size * 100 + hq)
     columns, num_rows = 256, 6
@@ -90,7 +90,9 @@ def test_extend_matches_reference(dtype: torch.dtype, page_size: int, hq: int, h
     q = torch.randn(int(cu[-1]), hq, d, generator=gen).to(DEVICE, dtype)
     out = torch.full_like(q, float("nan"))
     dev = [x.to(DEVICE) for x in (table, rows, cu, cached)]
-    extend_attention(q, k_pool, v_pool, *dev, int(extend.max()), out=out)
+    block_m = extend_tiles(q.device, dtype)["BLOCK_M"]
+    work = torch.tensor(extend_work(extend.tolist(), cached.tolist(), block_m), dtype=torch.int32)
+    extend_attention(q, k_pool, v_pool, *dev, work.view(-1, 2).to(DEVICE), out=out)
     want = reference(q, k_pool, v_pool, table, rows, cu, cached)
     assert not out.isnan().any()
     assert (out.float().cpu() - want).abs().max() < TOL[dtype]
@@ -131,6 +133,16 @@ def make_backend(num_rows: int = 4, columns: int = 64) -> Any:
     return TritonAttnBackend(kv, table)
 
 
+def test_extend_work_puts_the_heaviest_blocks_first() -> None:
+    """一项是 (请求, q 块)；按这一块要扫的 K/V 长度（前缀 + 到这一块末尾的新 token）从长到短。"""
+    from minisgl.attention.triton_attn import extend_work
+
+    # 请求 0：70 个新 token、没有前缀，三块分别扫 32、64、70；请求 1：5 个新 token、前缀 100，扫 105
+    assert extend_work([70, 5], [0, 100], 32) == [1, 0, 0, 2, 0, 1, 0, 0]
+    assert extend_work([1, 1], [3, 9], 64) == [1, 0, 0, 0]
+    assert extend_work([], [], 32) == []
+
+
 def test_prepare_metadata_for_a_mixed_batch() -> None:
     from minisgl.core import Batch, Req
 
@@ -144,7 +156,8 @@ def test_prepare_metadata_for_a_mixed_batch() -> None:
     meta = batch.attn_metadata
     assert meta.rows.tolist() == [2, 0] and meta.cu_q.tolist() == [0, 6, 9]
     assert meta.cached.tolist() == [4, 0] and meta.kv_lens.tolist() == [10, 3]
-    assert meta.max_extend == 6 and not meta.is_decode
+    # 工作表：一块 q 32 行，两个请求各一块；请求 0 这一块要扫 10 个 K/V，请求 1 的 3 个，重的在前
+    assert meta.work.tolist() == [[0, 0], [1, 0]] and not meta.is_decode
     assert meta.get_last_indices(2).tolist() == [5, 8]
 
 

@@ -421,13 +421,19 @@ def test_dependent_launch_only_on_hopper_cuda(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_dependent_launch_follows_graph_capture(monkeypatch: pytest.MonkeyPatch) -> None:
-    """上一个测试在 CPU 上走不到"录图时打开"的那一支：这里假装设备支持、假装正在录图。"""
+    """上一个测试在 CPU 上走不到"录图时打开"的那一支：这里假装设备支持、假装正在录图。
+    ``without_dependent_launch`` 里（可以套几层）录的图不开。"""
     monkeypatch.setattr(T, "_dependent_launch_on", lambda device: True)
     capturing = [False]
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
     x = torch.zeros(1)
     assert T.dependent_launch(x) == {"PDL": False}
     capturing[0] = True
+    assert T.dependent_launch(x) == {"PDL": True, "launch_pdl": True}
+    with T.without_dependent_launch():  # 录 prefill 的图：不开
+        with T.without_dependent_launch():
+            assert T.dependent_launch(x) == {"PDL": False}
+        assert T.dependent_launch(x) == {"PDL": False}
     assert T.dependent_launch(x) == {"PDL": True, "launch_pdl": True}
 
 
@@ -519,9 +525,8 @@ def test_new_batch_sizes_compile_nothing() -> None:
         if meta.is_decode:
             triton_attn.decode_attention(q, k_pool, v_pool, table, meta.rows, meta.kv_lens)
         else:
-            triton_attn.extend_attention(
-                q, k_pool, v_pool, table, meta.rows, meta.cu_q, meta.cached, meta.max_extend
-            )
+            args = (meta.rows, meta.cu_q, meta.cached, meta.work)
+            triton_attn.extend_attention(q, k_pool, v_pool, table, *args)
 
     def norms(tokens: int) -> None:
         qkv = torch.randn(tokens, (hq + 2 * hkv) * d, generator=gen).to(DEVICE, torch.bfloat16)

@@ -6,9 +6,8 @@
 这里的 kernel 直接**按页表去池子里读**：第 ``pos`` 个 token 的 K/V 在槽位 ``page_table[行, pos]``，
 读进寄存器就算，不落地。页表存的是槽位而不是页号，所以 kernel 根本不需要知道页大小。
 
-- ``extend_attention``（prefill / extend，一批里长短不一、可以带缓存的前缀）：网格是
-  ``(请求数, q 头数, 新 token 按 BLOCK_M 分块)``。每个程序拿一块 q，沿 K/V 方向按 BLOCK_N
-  分块扫过去，
+- ``extend_attention``（prefill / extend，一批里长短不一、可以带缓存的前缀）：一个请求的新 token
+  按 BLOCK_M 分块，每个程序拿一个请求在一个 q 头上的一块 q，沿 K/V 方向按 BLOCK_N 分块扫过去，
   用 online softmax（随时维护行最大值 m、分母 l、加权和 acc）一边读一边累加；因果掩码按**位置**算：
   位置 ``cached + j`` 的 q 只看位置 ``<= cached + j`` 的 K/V。新 token 的 K/V 已经先写进池子，
   所以前缀和新 token 一视同仁，都从池子里读。
@@ -51,6 +50,12 @@ __all__ = [
     "decode_attention",
     "extend_attention",
 ]
+
+import itertools
+from collections.abc import Sequence
+
+if TYPE_CHECKING:
+    from minisgl.core import Req
 
 use_triton_interpreter_unless_cuda()  # 必须在导入 triton 之前
 try:
@@ -99,7 +104,36 @@ def decode_tiles_cuda(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
     return 16, {"BLOCK_N": 64, "num_warps": 2, "num_stages": 1}
 
 
+# CUDA Graph 里补齐出来的工作项：块号大得超出任何请求，程序一开始就返回
+IDLE_BLOCK = 1 << 24
+
+
 # << ch19
+def extend_tiles(device: torch.device, dtype: torch.dtype) -> dict[str, int]:
+    """extend kernel 在这个设备、这个精度上用的块（工作表按其中的 ``BLOCK_M`` 切块）。"""
+    # >> ch19
+    if device.type == "cuda" and dtype.itemsize == 2:
+        return EXTEND_TILES_CUDA
+    # << ch19
+    return {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N}
+
+
+def extend_work(extend: Sequence[int], cached: Sequence[int], block_m: int) -> list[int]:
+    """extend kernel 的工作表：这一批每个请求的每一块 q（``block_m`` 行一块），摊平成
+    ``[请求, q 块, 请求, q 块, ...]``。
+
+    按每块要扫的 K/V 长度（前缀 + 到这一块末尾的新 token）从长到短排：网格里先发出的程序先上
+    SM，因果掩码下越靠后的 q 块、前缀越长的请求，要扫的 K/V 越多。最重的先算，收尾时剩下的都是
+    轻的，SM 不用空等最后几个长程序。"""
+    items = [
+        (c + min(e, (mb + 1) * block_m), b, mb)
+        for b, (e, c) in enumerate(zip(extend, cached))
+        for mb in range(triton.cdiv(e, block_m))
+    ]
+    items.sort(reverse=True)
+    return [x for _, b, mb in items for x in (b, mb)]
+
+
 def _ieee(dtype: torch.dtype) -> bool:
     # float32 时要求 tl.dot 按 IEEE 算：默认的 TF32 只有 10 位尾数，和原生后端逐 token 比较会不一样
     return dtype == torch.float32
@@ -113,22 +147,19 @@ def extend_attention(
     rows: torch.Tensor,
     cu_q: torch.Tensor,
     cached: torch.Tensor,
-    max_extend: int,
+    work: torch.Tensor,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``q``: ``(T, Hq, D)``，T 个新 token 按请求首尾相接；``k_pool``、``v_pool``:
     ``(槽位数, Hkv, D)``。第 i 个请求的新 token 是 ``q[cu_q[i]:cu_q[i+1]]``，位置从 ``cached[i]``
-    开始，页表行号 ``rows[i]``。"""
+    开始，页表行号 ``rows[i]``。``work``：``extend_work`` 排好的工作表，``(块数, 2)`` 的 int32，
+    按 ``extend_tiles`` 的 ``BLOCK_M`` 切的块。"""
     _, num_q_heads, head_dim = q.shape
     out = torch.empty_like(q) if out is None else out  # 测试传进一块填满 nan 的：没写到的位置露馅
-    tiles = {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N}
-    # >> ch19
-    if q.is_cuda and q.element_size() == 2:
-        tiles = EXTEND_TILES_CUDA
-    # << ch19
-    grid = (rows.shape[0], num_q_heads, triton.cdiv(max_extend, tiles["BLOCK_M"]))
+    tiles = extend_tiles(q.device, q.dtype)
+    grid = (num_q_heads, work.shape[0])  # 每个程序：一个 q 头 × 工作表的一项
     _extend_kernel[grid](
-        q, k_pool, v_pool, out, page_table, rows, cu_q, cached,
+        q, k_pool, v_pool, out, page_table, rows, cu_q, cached, work,
         q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1),
         out.stride(0), out.stride(1), page_table.stride(0),
         1.0 / math.sqrt(head_dim),
@@ -203,7 +234,7 @@ class TritonAttnMetadata(BaseAttnMetadata):
     cu_q: torch.Tensor  # (bs + 1,) int32：新 token 的前缀和
     cached: torch.Tensor  # (bs,) int32：已经在池子里的 token 数（新 token 从这个位置开始）
     kv_lens: torch.Tensor  # (bs,) int32：这一步之后的 token 数 = cached + 新 token 数
-    max_extend: int  # 最长的新 token 数（extend 网格的第三维）
+    work: torch.Tensor  # (块数, 2) int32：extend kernel 的工作表（``extend_work``）；decode 时为空
     is_decode: bool  # 每个请求恰好 1 个新 token：走 split-K 的 decode kernel
 
     def get_last_indices(self, bs: int) -> torch.Tensor:
@@ -220,27 +251,47 @@ class TritonAttnBackend(BaseAttnBackend):
         self.page_table = page_table
 
     def prepare_metadata(self, batch: Batch) -> None:
-        reqs = batch.reqs
-        extend = [r.extend_len for r in reqs]
-        cu = [0]
-        for n in extend:
-            cu.append(cu[-1] + n)
-        # 四个小张量先在主机上拼成一块，一次拷到设备上，再切开
-        rows, cu_q, cached, kv_lens = ints_to_device(
-            (
-                [r.table_idx for r in reqs], cu,
-                [r.cached_len for r in reqs], [r.device_len for r in reqs],
-            ),
-            self.page_table.device,
-        )  # fmt: skip
+        is_decode = all(r.extend_len == 1 for r in batch.reqs)
+        # 五个小张量先在主机上拼成一块，一次拷到设备上，再切开。decode 走另一个 kernel，不要工作表
+        parts = self.host_metadata(batch.reqs, with_work=not is_decode)
+        rows, cu_q, cached, kv_lens, work = ints_to_device(parts, self.page_table.device)
         batch.attn_metadata = TritonAttnMetadata(
-            rows=rows,
-            cu_q=cu_q,
-            cached=cached,
-            kv_lens=kv_lens,
-            max_extend=max(extend),
-            is_decode=all(n == 1 for n in extend),
+            rows, cu_q, cached, kv_lens, work.view(-1, 2), is_decode
         )
+
+    def host_metadata(
+        self,
+        reqs: Sequence[Req],
+        *,
+        with_work: bool = True,
+        # >> ch19
+        num_reqs: int | None = None,
+        num_blocks: int | None = None,
+        # << ch19
+    ) -> tuple[list[int], ...]:
+        """元数据的五段，还在主机上：行、新 token 的前缀和、前缀长度、总长度、摊平的工作表。"""
+        extend = [r.extend_len for r in reqs]
+        rows = [r.table_idx for r in reqs]
+        cu = list(itertools.accumulate(extend, initial=0))
+        cached = [r.cached_len for r in reqs]
+        kv_lens = [r.device_len for r in reqs]
+        block_m = extend_tiles(self.page_table.device, self.kv_cache.dtype)["BLOCK_M"]
+        work = extend_work(extend, cached, block_m) if with_work else []
+        # >> ch19
+        # 录下的 prefill 图要固定的形状（第 19 章）：补齐到 num_reqs 个请求、num_blocks 块。补出来的
+        # 请求没有新 token（前缀和不再增长），补出来的工作项是 IDLE_BLOCK
+        if num_reqs is not None:
+            if len(reqs) > num_reqs:
+                raise ValueError(f"{len(reqs)} requests do not fit in {num_reqs}")
+            pad = num_reqs - len(reqs)
+            rows, cu = rows + [0] * pad, cu + [cu[-1]] * pad
+            cached, kv_lens = cached + [0] * pad, kv_lens + [1] * pad
+        if num_blocks is not None:
+            if len(work) > 2 * num_blocks:
+                raise ValueError(f"{len(work) // 2} q blocks do not fit in {num_blocks}")
+            work = work + [0, IDLE_BLOCK] * (num_blocks - len(work) // 2)
+        # << ch19
+        return rows, cu, cached, kv_lens, work
 
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: Batch
@@ -279,7 +330,7 @@ class TritonAttnBackend(BaseAttnBackend):
         if meta.is_decode:
             return decode_attention(q, k_pool, v_pool, self.page_table, meta.rows, meta.kv_lens)
         return extend_attention(
-            q, k_pool, v_pool, self.page_table, meta.rows, meta.cu_q, meta.cached, meta.max_extend
+            q, k_pool, v_pool, self.page_table, meta.rows, meta.cu_q, meta.cached, meta.work
         )
 
     # ------------------------------------------------------------ CUDA Graph（第 7 章的三个钩子）
@@ -292,7 +343,7 @@ class TritonAttnBackend(BaseAttnBackend):
             cu_q=torch.arange(max_bs + 1, dtype=torch.int32, device=device),
             cached=zeros.clone(),
             kv_lens=torch.ones(max_bs, dtype=torch.int32, device=device),
-            max_extend=1,
+            work=torch.zeros(0, 2, dtype=torch.int32, device=device),
             is_decode=True,
         )
 
@@ -315,3 +366,30 @@ class TritonAttnBackend(BaseAttnBackend):
         """捕获之前：前 ``bs`` 行都是只看 1 个槽位的假请求。"""
         meta.rows[:bs].fill_(0)
         meta.kv_lens[:bs].fill_(1)
+
+    # >> ch19
+    # ------------------------------------------------------------ prefill 的 CUDA Graph（第 19 章）
+
+    def make_prefill_graph_metadata(self, max_reqs: int, num_tokens: int) -> TritonAttnMetadata:
+        """一档 prefill 图的静态元数据：``max_reqs`` 个请求，工作表留够 ``num_tokens`` 个 token
+        最多切得出的块数（每个请求最后一块可能不满，所以再加上请求数）。捕获之前只有第一个请求
+        有 1 个新 token（读第 0 行的 1 个槽位），其余请求没有新 token，其余工作项都是空的。"""
+        block_m = extend_tiles(self.page_table.device, self.kv_cache.dtype)["BLOCK_M"]
+        num_blocks = triton.cdiv(num_tokens, block_m) + max_reqs
+        parts = (
+            [0] * max_reqs, [0] + [1] * max_reqs, [0] * max_reqs, [1] * max_reqs,
+            [0, 0] + [0, IDLE_BLOCK] * (num_blocks - 1),
+        )  # fmt: skip
+        rows, cu_q, cached, kv_lens, work = ints_to_device(parts, self.page_table.device)
+        return TritonAttnMetadata(rows, cu_q, cached, kv_lens, work.view(num_blocks, 2), False)
+
+    def fill_prefill_graph_metadata(self, meta: TritonAttnMetadata, batch: Batch) -> None:
+        """把真实批次的元数据补齐成图里的形状，一次拷到设备上，再分别拷进图的缓冲区。"""
+        parts = self.host_metadata(
+            batch.reqs, num_reqs=meta.rows.shape[0], num_blocks=meta.work.shape[0]
+        )
+        fresh = ints_to_device(parts, self.page_table.device)
+        for dst, src in zip((meta.rows, meta.cu_q, meta.cached, meta.kv_lens, meta.work), fresh):
+            dst.view(-1).copy_(src)
+
+    # << ch19

@@ -57,21 +57,24 @@ def _extend_step(
 
 @triton.jit
 def _extend_kernel(
-    Q, K, V, OUT, PT, ROWS, CU_Q, CACHED,
+    Q, K, V, OUT, PT, ROWS, CU_Q, CACHED, WORK,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_ot, stride_oh, stride_pt,
     sm_scale,
     GROUP: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IEEE: tl.constexpr,
 ):  # fmt: skip
-    b = tl.program_id(0)
-    h = tl.program_id(1)
-    # q 块倒着编号：网格里先发出的程序先上 SM，而因果掩码下越靠后的 q 块要扫的 K/V 越多。
-    # 最重的先算，收尾时剩下的都是轻的，SM 不用空等最后几个长程序
-    mb = tl.num_programs(2) - 1 - tl.program_id(2)
+    # 网格是 (q 头数, 工作表的长度)：工作表第 i 项是 (请求, q 块)，主机排好了先后（最重的在前）。
+    # 头是网格的第一维：先发出的是第 0 项的所有头，然后是第 1 项的……整张网格都是重的在前，
+    # 共用一个 KV 头的几个 q 头挨着算，读的是同一块 K/V
+    h = tl.program_id(0)
+    b = tl.load(WORK + 2 * tl.program_id(1))
+    mb = tl.load(WORK + 2 * tl.program_id(1) + 1)
     q_start = tl.load(CU_Q + b)
     extend_len = tl.load(CU_Q + b + 1) - q_start
-    if mb * BLOCK_M >= extend_len:
+    # >> ch19
+    if mb * BLOCK_M >= extend_len:  # CUDA Graph 里补齐出来的工作项（第 19 章）
         return
+    # << ch19
     cached = tl.load(CACHED + b)
     row = tl.load(ROWS + b).to(tl.int64)
     kvh = h // GROUP

@@ -46,6 +46,11 @@ class EngineConfig:
     max_seq_len: int | None = None  # 页表的列数；None：模型的 max_position
     cuda_graph_batch_sizes: tuple[int, ...] = field(default=DEFAULT_GRAPH_BATCH_SIZES)
     use_cuda_graph: bool = True  # 只在 CUDA 上生效；其余设备上 GraphRunner 总是关闭
+    # >> ch19
+    # prefill 的 CUDA Graph 录到一步多少个 token 为止（``prefill_graph_token_counts`` 分档）。
+    # None：调度器一步的上限 max_extend_tokens（单独用 Engine 时不录）；0：不录
+    cuda_graph_prefill_tokens: int | None = None
+    # << ch19
     seed: int = 0  # 采样用的随机数种子：同一个种子、同样的输入，采样结果相同
     # 不读权重，按配置建好模型后填随机数：没有权重文件（或网络）时测速度、看显存用，输出没有意义
     dummy_weights: bool = False

@@ -236,6 +236,16 @@ class Engine:
         # >> ch19
         from minisgl.kernel.ops import warm_up_token_counts
 
+        from .prefill_graph import PrefillGraphRunner, prefill_graph_token_counts
+
+        max_prefill = (config.cuda_graph_prefill_tokens or 0) if config.use_cuda_graph else 0
+        self.prefill_graphs = PrefillGraphRunner(
+            self.model,
+            self.ctx,
+            token_counts=prefill_graph_token_counts(max_prefill),
+            device=self.device,
+            dummy_page=self.dummy_page,
+        )
         self.warm_up_prefill(warm_up_token_counts(self.device))
         # << ch19
         logger.info(
@@ -264,6 +274,10 @@ class Engine:
         已经填好（``attention.prepare_batch``）；元数据在这里算。能用 CUDA Graph 就重放。"""
         if self.graph_runner.can_run(batch):
             return self.graph_runner.replay(batch)
+        # >> ch19
+        if self.prefill_graphs.can_run(batch):
+            return self.prefill_graphs.replay(batch)
+        # << ch19
         self.attn_backend.prepare_metadata(batch)
         with self.ctx.forward_batch(batch):
             return self.model.forward()
@@ -295,6 +309,9 @@ class Engine:
     def shutdown(self) -> None:
         """放开全局上下文和 CUDA Graph。"""
         self.graph_runner.destroy()
+        # >> ch19
+        self.prefill_graphs.destroy()
+        # << ch19
         reset_global_ctx()
 
 

@@ -18,7 +18,8 @@ decode 每步每个请求只算 1 个 token，GPU 上每个 kernel 都很短，C
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 import torch
@@ -30,7 +31,13 @@ from minisgl.utils import cuda_graph_available, init_logger
 if TYPE_CHECKING:
     from minisgl.models.base import BaseLLMModel
 
-__all__ = ["GraphRunner", "capture_blocker", "host_synced_layers", "padded_batch_size"]
+__all__ = [
+    "GraphRunner",
+    "capture_blocker",
+    "capture_graph",
+    "host_synced_layers",
+    "padded_batch_size",
+]
 
 logger = init_logger(__name__)
 
@@ -69,6 +76,24 @@ def capture_blocker(
     if synced := host_synced_layers(model):
         return f"{len(synced)} layers sync with the host, e.g. {synced[0]}"
     return ""
+
+
+def capture_graph(
+    run: Callable[[], torch.Tensor], device: torch.device, pool: tuple[int, int]
+) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+    """把 ``run()`` 录成一张图（内存从 ``pool`` 里拿），返回图和它的输出：图内存里的张量，
+    每次重放都写在这里。录之前先在旁路流上即时跑一遍：第一次调用某些算子时的懒初始化（cuBLAS
+    句柄、工作区）不能发生在捕获期间。"""
+    stream = torch.cuda.current_stream(device)
+    side = torch.cuda.Stream(device)
+    side.wait_stream(stream)
+    with torch.cuda.stream(side):
+        run()
+    stream.wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        out = run()
+    return graph, out
 
 
 class GraphRunner:
@@ -155,16 +180,7 @@ class GraphRunner:
             self.ctx.attn_backend.reset_graph_metadata(  # type: ignore[attr-defined]
                 self.meta, bs, self.dummy_slot
             )
-            # 预热放在旁路流上：懒初始化（cuBLAS 句柄等）不能发生在捕获期间
-            side = torch.cuda.Stream(self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                self.run_static(bs)
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool):
-                logits = self.run_static(bs)
-            self.graphs[bs] = (graph, logits)
+            self.graphs[bs] = capture_graph(partial(self.run_static, bs), self.device, pool)
         torch.cuda.synchronize(self.device)
         logger.info(f"captured cuda graphs for decode batch sizes {self.batch_sizes}")
 

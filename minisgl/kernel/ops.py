@@ -36,6 +36,8 @@ __all__ = [
 
 
 # >> ch19
+import contextlib
+
 from minisgl.utils.device import use_triton_interpreter_unless_cuda
 
 use_triton_interpreter_unless_cuda()  # 必须在导入 triton 之前
@@ -59,6 +61,14 @@ def warm_up_token_counts(device: torch.device) -> tuple[int, ...]:
         return ()
     counts = {*triton_ops.token_counts_to_warm_up(), *triton_linear.token_counts_to_warm_up()}
     return tuple(sorted(counts))
+
+
+def without_dependent_launch() -> contextlib.AbstractContextManager[None]:
+    """录 prefill 的 CUDA Graph 时关掉依赖启动（``triton_ops.without_dependent_launch``）；
+    没有 triton 时什么也不用做。"""
+    if triton_ops is None:
+        return contextlib.nullcontext()
+    return triton_ops.without_dependent_launch()
 
 
 # << ch19

@@ -15,7 +15,9 @@ float32 里算；归一化后先转回输入的 dtype，再乘权重；RoPE 在 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 
 import torch
 import triton
@@ -33,6 +35,7 @@ __all__ = [
     "apply_rope_inplace",
     "dependent_launch",
     "dependent_start",
+    "without_dependent_launch",
     "qk_norm_rope_inplace",
     "qk_norm_rope_store",
     "rmsnorm",
@@ -55,6 +58,9 @@ def _dependent_launch_on(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(device)[0] >= 9
 
 
+_suppressed = 0  # 套了几层 without_dependent_launch（见下）
+
+
 def dependent_launch(x: torch.Tensor) -> dict[str, bool]:
     """启动 kernel 时多给的参数：Hopper（sm_90）起的 GPU 上打开"依赖启动"（programmatic
     dependent launch，PDL）。
@@ -68,12 +74,25 @@ def dependent_launch(x: torch.Tensor) -> dict[str, bool]:
     规矩只有一条：打开了它的 kernel，读写前一个 kernel 碰过的内存之前必须先 ``gdc_wait``。
     这里的 kernel 都在开头（线性层在读第一块权重之后）等。
 
-    只在录 CUDA Graph 时打开：好处全在 decode 那串几微秒的小 kernel 上；不录图时跑的是 prefill
-    这样的大 kernel，前一个还没算完，下一个的程序就占着 SM 空等，H200 上 prefill 反而慢 4～8 %。
-    支不支持按设备决定一次；``MINISGL_DISABLE_PDL=1`` 关掉它，用来对比。"""
-    if _dependent_launch_on(x.device) and torch.cuda.is_current_stream_capturing():
+    只在录 decode 的 CUDA Graph 时打开：好处全在 decode 那串几微秒的小 kernel 上；prefill 是大
+    kernel，前一个还没算完，下一个的程序就占着 SM 空等，H200 上 prefill 反而慢 4～8 %——所以不录图
+    时不开，录 prefill 的图时也不开（``without_dependent_launch``）。支不支持按设备决定一次；
+    ``MINISGL_DISABLE_PDL=1`` 关掉它，用来对比。"""
+    on = _suppressed == 0 and _dependent_launch_on(x.device)
+    if on and torch.cuda.is_current_stream_capturing():
         return {"PDL": True, "launch_pdl": True}
     return {"PDL": False}
+
+
+@contextlib.contextmanager
+def without_dependent_launch() -> Iterator[None]:
+    """这段时间里录下的图不开依赖启动（``engine/prefill_graph.py`` 录 prefill 的图时用）。"""
+    global _suppressed
+    _suppressed += 1
+    try:
+        yield
+    finally:
+        _suppressed -= 1
 
 
 @triton.jit

@@ -43,6 +43,10 @@ class SchedulerConfig(EngineConfig):
         super().__post_init__()
         if self.max_extend_tokens < 1:
             raise ValueError(f"max_extend_tokens must be >= 1, got {self.max_extend_tokens}")
+        # >> ch19
+        if self.cuda_graph_prefill_tokens is None:  # prefill 的图录到一步的上限为止
+            self.cuda_graph_prefill_tokens = self.max_extend_tokens
+        # << ch19
         # >> ch17
         if self.kv_headroom is not None and self.kv_headroom < 0:
             raise ValueError(f"kv_headroom must be >= 0 or None, got {self.kv_headroom}")
