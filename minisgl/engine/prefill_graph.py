@@ -27,9 +27,9 @@ import torch
 
 from minisgl.core import Batch, Context, Req
 from minisgl.kernel import ops
-from minisgl.utils import cuda_graph_available, init_logger
+from minisgl.utils import init_logger
 
-from .graph import capture_graph
+from .graph import capture_blocker, capture_graph
 
 if TYPE_CHECKING:
     from minisgl.models.base import BaseLLMModel
@@ -70,13 +70,9 @@ class PrefillGraphRunner:
         self.token_counts = sorted(set(token_counts))
         self.max_reqs = ctx.page_table.shape[0]  # 一步里的请求数不会超过页表的行数
         self.dummy_slot = dummy_page * ctx.page_size
-        self.reason = ""
-        if not self.token_counts:
-            self.reason = "no token counts"
-        elif not cuda_graph_available(self.device):
-            self.reason = f"not available on {self.device.type}"
-        elif not all(hasattr(ctx.attn_backend, h) for h in PREFILL_GRAPH_HOOKS):
-            self.reason = f"attention backend {type(ctx.attn_backend).__name__} cannot be captured"
+        self.reason = "no token counts"
+        if self.token_counts:
+            self.reason = capture_blocker(model, ctx, self.device, PREFILL_GRAPH_HOOKS)
         self.enabled = not self.reason
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
         if self.enabled:
