@@ -55,6 +55,21 @@ def test_scheduler_records_prefill_graphs_up_to_its_step_budget(tiny_model: Path
     config = SchedulerConfig(tiny_model, max_extend_tokens=4096, cuda_graph_prefill_tokens=0)
     assert config.cuda_graph_prefill_tokens == 0
     assert EngineConfig(tiny_model).cuda_graph_prefill_tokens is None  # 单独用 Engine：不录
+    with pytest.raises(ValueError, match="cuda_graph_prefill_tokens"):
+        SchedulerConfig(tiny_model, cuda_graph_prefill_tokens=-1)
+
+
+def test_server_flag_for_prefill_graphs() -> None:
+    from minisgl.server import parse_args
+
+    default = parse_args(["--model", "m", "--max-extend-tokens", "2048"])
+    assert default.cuda_graph_prefill_tokens == 2048
+    assert (
+        parse_args(["--model", "m", "--cuda-graph-prefill-tokens", "0"]).cuda_graph_prefill_tokens
+        == 0
+    )
+    with pytest.raises(SystemExit):  # argparse 式的报错，不是 traceback
+        parse_args(["--model", "m", "--cuda-graph-prefill-tokens", "-5"])
 
 
 def _engine(tiny_model: Path, device: str, **overrides: object) -> Engine:

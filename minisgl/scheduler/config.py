@@ -46,6 +46,10 @@ class SchedulerConfig(EngineConfig):
         # >> ch19
         if self.cuda_graph_prefill_tokens is None:  # prefill 的图录到一步的上限为止
             self.cuda_graph_prefill_tokens = self.max_extend_tokens
+        elif self.cuda_graph_prefill_tokens < 0:
+            raise ValueError(
+                f"cuda_graph_prefill_tokens must be >= 0, got {self.cuda_graph_prefill_tokens}"
+            )
         # << ch19
         # >> ch17
         if self.kv_headroom is not None and self.kv_headroom < 0:

@@ -187,6 +187,15 @@ def _build_parser() -> argparse.ArgumentParser:
         help="tokenizer 进程数；0 表示分词、反分词共用一个进程",
     )
     p.add_argument("--disable-cuda-graph", action="store_true", help="不捕获 CUDA Graph")
+    # >> ch19
+    p.add_argument(
+        "--cuda-graph-prefill-tokens",
+        type=int,
+        default=None,
+        help="prefill 的 CUDA Graph 录到一步多少个 token 为止；不给时等于 --max-extend-tokens，"
+        "0 表示只录 decode 的图",
+    )
+    # << ch19
     p.add_argument("--dummy-weights", action="store_true", help="不读权重，填随机数（测速度用）")
     p.add_argument("--silent-output", action="store_true", help="调度器不打 INFO 日志")
     p.add_argument("--shell", action="store_true", help="不起 HTTP 服务，在终端里和模型对话")
