@@ -614,6 +614,22 @@ def test_resume_runs_only_the_parts_an_interrupted_run_left(
     with pytest.raises(ValueError, match="other settings"):
         bench.run(quick, quick.model, False, False, argv, str(out), resume=True)
 
+    # 跳过的部分不算补跑：只补普通的 transformers 时，元数据和表头都只说它
+    calls.clear()
+    no_hf = {
+        **partial, "peers": {}, "decode": [{"batch_size": 1, "ours_ms": 1}],
+        "prefill": {"ours_tokens_per_s": 1},
+        "offline": {"workload": {}, "floor_s": 0.5, "ours": {}},
+    }  # fmt: skip
+    save_results(no_hf, out)
+    r = bench.run(quick, quick.model, False, False, argv, str(out), True, resume=True)
+    assert calls == [("hf", None, True)]
+    assert r["meta"]["resumed"][0]["parts"] == ["hf"]
+    assert header(r["meta"])[2].endswith("补跑了 transformers generate")
+    old_record = {**r["meta"]["resumed"][0], "parts": ["hf", "hf_compiled"]}  # 早先的代码这样记
+    meta = {**r["meta"], "resumed": [old_record]}
+    assert header(meta, {"hf": {}})[2].endswith("补跑了 transformers generate")  # 只有它有结果
+
 
 # ---------------------------------------------------------------- 合并的小 kernel
 

@@ -264,8 +264,11 @@ def run(
         results = load_results(out)
         if results.get("settings") != _settings(p) or results.get("model") != model:
             raise ValueError(f"{out} was made with other settings: {results['meta']['command']}")
+        skipped = {"online"} if skip_online else set()  # 这一次不跑的，不算补跑
+        if skip_hf or skip_hf_compiled:
+            skipped |= {"hf", "hf_compiled"} if skip_hf else {"hf_compiled"}
         done = finished_parts(results, p)
-        todo = [x for x in ("ours", "online", "hf", "hf_compiled") if x not in done]
+        todo = [x for x in ("ours", "online", "hf", "hf_compiled") if x not in done | skipped]
         results["meta"].setdefault("resumed", []).append({**make_meta(device, argv), "parts": todo})
         _log(t0, f"接着上一次跑：已经跑完 {sorted(done)}，这一次跑 {todo}")
     else:

@@ -306,11 +306,13 @@ def _notes(r: dict[str, Any], peers: list[tuple[str, str]]) -> list[str]:
     return out
 
 
-def header(meta: dict[str, Any]) -> list[str]:
-    """命令、设备、版本、日期；被打断后接着跑过的（``--resume``），每一次一行。"""
+def header(meta: dict[str, Any], peers: dict[str, Any] | None = None) -> list[str]:
+    """命令、设备、版本、日期；被打断后接着跑过的（``--resume``），每一次一行。``peers``：
+    结果里有的 transformers；给了就只说补跑了其中有结果的（早先的结果把跳过的也记成补跑）。"""
     out = [f"`{meta['command']}` · {meta['device']} · torch {meta['torch']} · {meta['date']}", ""]
     for later in meta.get("resumed", []):  # 补跑的部分是另一个进程量的
-        parts = "、".join(dict(PEERS).get(x, x) for x in later["parts"]) or "（没有要补的）"
+        ran = [x for x in later["parts"] if peers is None or x not in dict(PEERS) or x in peers]
+        parts = "、".join(dict(PEERS).get(x, x) for x in ran) or "（没有要补的）"
         out += [f"接着跑了一次：`{later['command']}` · {later['date']}，补跑了 {parts}", ""]
     return out
 
@@ -318,7 +320,7 @@ def header(meta: dict[str, Any]) -> list[str]:
 def render_markdown(r: dict[str, Any], slow_notes: bool = True) -> str:
     """结果 → markdown：离线吞吐、decode 延迟、prefill、在线、屋顶线，各一张表。``slow_notes``：
     prefill 表下面列出慢了一倍以上的那几次的记录（有的话）。"""
-    out = header(r["meta"])
+    out = header(r["meta"], r.get("peers", {}))
     peers = _peers(r)
     out += _notes(r, peers)
     out += _offline(r, peers)
