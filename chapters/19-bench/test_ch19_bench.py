@@ -45,7 +45,13 @@ from minisgl.benchmark.offline import (
 )
 from minisgl.benchmark.online import percentile
 from minisgl.benchmark.report import header, render_plots
-from minisgl.benchmark.roofline import DeviceRoof, ModelCost, step_floor, workload_floor
+from minisgl.benchmark.roofline import (
+    DeviceRoof,
+    ModelCost,
+    step_floor,
+    tpot_floor,
+    workload_floor,
+)
 from minisgl.engine import has_weight_files
 from minisgl.kernel import ops
 from minisgl.kvcache import create_prefix_cache
@@ -138,6 +144,13 @@ def test_floors_by_hand() -> None:
     assert step_floor(cost, slow_memory, 2, 10) == pytest.approx(want)
     slow_math = DeviceRoof(copy_bytes_per_s=1e18, matmul_flops=1e6)
     assert step_floor(cost, slow_math, 2, 10) == pytest.approx(cost.flops(2, 2) / 1e6)
+
+    # 在线：2 个请求各有 3 个 token 的提示、生成 4 个。TTFT 之后 3 步，每个请求的 KV 是 4、5、6
+    want = sum(cost.weight_bytes + 2 * kv_len * kv for kv_len in (4, 5, 6)) / 3 / 1e6
+    assert tpot_floor(cost, slow_memory, 2, 3, 4) == pytest.approx(want)
+    assert tpot_floor(cost, slow_math, 2, 3, 4) == pytest.approx(cost.flops(2, 2) / 1e6)
+    with pytest.raises(ValueError, match="2 output tokens"):
+        tpot_floor(cost, slow_memory, 2, 3, 1)  # 只有一个 token：没有 TPOT
 
     # 一个请求：提示 2 个 token，生成 3 个。prefill 生成第 1 个，之后两步 decode（上下文 3、4）
     one = make_workload(1, (2, 2), (3, 3))
@@ -419,7 +432,8 @@ def test_report_tables_and_plots(tmp_path: Path) -> None:
     assert "| 8 | 3.00 | 45.00 | 15.0× | 0.600 | 20 % |" in text
     assert "| transformers generate | 5,000 | 2.0× | 0 % |" in text
     assert "| 8 | 16 | 9.0 / 12.0 | 1.50 / 3.00 | 0.030 | 256 |" in text
-    assert "8 个客户端的 TPOT p50 是 1 个客户端的 **1.50 倍**" in text
+    assert "8 个客户端的 TPOT p50 是 1 个客户端的 **1.50 倍**。" in text  # 没有下限：不提
+    assert "TPOT 下限" not in text
     assert "4,000 GB/s" in text and "700.0 TFLOP/s" in text
     svg = render_plots(results)
     root = ET.fromstring(svg)
@@ -429,6 +443,17 @@ def test_report_tables_and_plots(tmp_path: Path) -> None:
         bad = tmp_path / "bad.json"
         bad.write_text("{}")
         load_results(bad)
+
+
+def test_report_online_floors() -> None:
+    """在线每一档带着 TPOT 的下限时，表里多一栏，8 和 1 个客户端的比值旁边给出下限之比。"""
+    r = json.loads(json.dumps(SAMPLE))
+    for level, floor in zip(r["online"]["levels"], (0.5, 0.55)):
+        level.update(tpot_floor_ms=floor, prompt_tokens=151.0)
+    text = render_markdown(r)
+    assert "| TPOT p50 / p99（毫秒） | TPOT 下限（毫秒） | 单个请求用时 p50（秒） |" in text
+    assert "| 8 | 16 | 9.0 / 12.0 | 1.50 / 3.00 | 0.550 | 0.030 | 256 |" in text
+    assert "**1.50 倍**（下限之比 1.10 倍，每个请求的提示 151 个 token）。" in text
 
 
 def _stats(*samples: float) -> dict[str, Any]:
@@ -540,6 +565,14 @@ def test_quick_benchmark_end_to_end(tmp_path: Path) -> None:
     levels = r["online"]["levels"]
     assert [(x["clients"], x["requests"]) for x in levels] == [(1, 2), (4, 8)]
     assert all(x["ttft_p50_ms"] <= x["ttft_p99_ms"] for x in levels)
+    # 提示的长度来自服务报的用量；下限按它、这次的屋顶线和每档的客户端数算
+    config = ModelConfig.from_pretrained(REPO / quick.model)
+    roof, cost = DeviceRoof(**r["roof"]), ModelCost.of(config, torch.float32)
+    for x in levels:
+        assert x["prompt_tokens"] > 32  # 32 个词，每个都不止一个 token
+        prompt = round(x["prompt_tokens"])
+        want = tpot_floor(cost, roof, x["clients"], prompt, quick.online_tokens)
+        assert x["tpot_floor_ms"] == pytest.approx(1000 * want)
     with_max, without, reserved = r["online"]["chat"]
     assert [(x["kv_headroom"], x["max_tokens_sent"]) for x in r["online"]["chat"]] == [
         ("256", True),

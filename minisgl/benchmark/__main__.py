@@ -187,13 +187,18 @@ def _bench_online(p: Preset, model: str, results: dict[str, Any], t0: float) -> 
     （``--kv-headroom full``）。"""
     common = ["--dtype", p.dtype, "--silent-output", "--memory-fraction", "0.3"]
     clients = str(max(p.online_clients))
+    roof = roofline.DeviceRoof(**results["roof"])  # TPOT 的下限用这次运行量的屋顶线
+    cost = roofline.ModelCost.of(ModelConfig.from_pretrained(model), dtype_from_str(p.dtype))
     levels = []
     compiled: list[str] = []  # 各个服务的日志里现编译的 kernel（连同预热的请求里的）
     with online.serve(model, *common, "--max-running-requests", clients,
                       "--max-seq-len-override", "1024", compiled=compiled) as base:  # fmt: skip
         for c in p.online_clients:
             procs = min(c, p.client_processes)
-            levels.append(online.run_clients(base, c, p.online_rounds, 32, p.online_tokens, procs))
+            level = online.run_clients(base, c, p.online_rounds, 32, p.online_tokens, procs)
+            prompt = round(level["prompt_tokens"])  # 客户端的提示一样长（只差编号）
+            floor = roofline.tpot_floor(cost, roof, c, prompt, p.online_tokens)
+            levels.append({**level, "tpot_floor_ms": 1000 * floor})
             _log(t0, f"在线 {c} 个客户端：{json.dumps(levels[-1], ensure_ascii=False)}")
         results["online"] = {"max_tokens": p.online_tokens, "levels": levels}
         if p.client_processes > 1:  # 对照：同样多的客户端挤在一个进程里

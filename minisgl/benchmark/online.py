@@ -41,7 +41,8 @@ __all__ = [
     "serve",
 ]
 
-Sample = tuple[float, float, int, float]  # TTFT、TPOT、输出（读到）的 token 数、总用时
+# TTFT、TPOT、输出（读到）的 token 数、总用时、提示的 token 数（都来自服务报的用量）
+Sample = tuple[float, float, int, float, int]
 
 
 @contextmanager
@@ -87,18 +88,19 @@ def percentile(values: Sequence[float], q: float) -> float:
 def _timed_stream(
     stream: Any, text: Callable[[Any], str | None], tokens: int, stop_early: bool, start: float
 ) -> Sample:
-    """读一个流式回复（``start`` 是发出请求的时刻），返回（TTFT、TPOT、token 数、总用时）。
+    """读一个流式回复（``start`` 是发出请求的时刻），返回（TTFT、TPOT、token 数、总用时、提示的
+    token 数）。
     token 数取服务报的用量：服务忙时一个片段可能装着几个 token，数片段会数少。``stop_early`` 时
     读到 ``tokens`` 个就关掉流（像一个不再读的客户端），这要每个片段都带着到那一刻为止的用量
     （``continuous_usage_stats``），读到的可能比 ``tokens`` 多几个（最后一个片段里的）；否则读完
     整个流，用量在最后。TPOT 是第一个片段之后的 token 平均隔多久到一个（不知道第一个片段里有
     几个 token 时按一个算）。"""
     first = last = 0.0
-    first_used = used = 0
+    first_used = used = prompt = 0
     with stream:  # 退出时关掉连接：提前停下时，服务看到断开、中止这个请求
         for chunk in stream:
             if chunk.usage is not None:
-                used = chunk.usage.completion_tokens
+                used, prompt = chunk.usage.completion_tokens, chunk.usage.prompt_tokens
             if chunk.choices and text(chunk.choices[0]):
                 last = time.perf_counter()
                 if not first:
@@ -107,7 +109,7 @@ def _timed_stream(
                     break
     if used < tokens or (used > tokens and not stop_early) or not first:
         raise RuntimeError(f"expected {tokens} tokens, got {used}")
-    return first - start, (last - first) / max(used - first_used, 1), used, last - start
+    return first - start, (last - first) / max(used - first_used, 1), used, last - start, prompt
 
 
 def _stream(create: Callable[..., Any], continuous_usage: bool, **body: Any) -> Any:
@@ -234,6 +236,7 @@ def _summary(clients: int, results: list[Sample], wall: float) -> dict[str, Any]
         "tpot_p50_ms": 1000 * percentile(tpot, 50),
         "tpot_p99_ms": 1000 * percentile(tpot, 99),
         "latency_p50_s": percentile([r[3] for r in results], 50),
+        "prompt_tokens": sum(r[4] for r in results) / len(results),  # 平均每个请求
     }
 
 

@@ -223,16 +223,27 @@ def _online(o: dict[str, Any]) -> list[str]:
         f"{o['max_tokens']} 个输出 token）",
         "",
     ]
+    # 早先的结果没有 TPOT 的下限（tpot_floor_ms）：那时表里就不列这一栏
+    floors = all("tpot_floor_ms" in x for x in o["levels"])
     rows = [
-        [str(x["clients"]), str(x["requests"]), *_latency_cells(x), f"{x['latency_p50_s']:.3f}",
+        [str(x["clients"]), str(x["requests"]), *_latency_cells(x),
+         *([f"{x['tpot_floor_ms']:.3f}"] if floors else []), f"{x['latency_p50_s']:.3f}",
          f"{x['output_tokens_per_s']:,.0f}"]
         for x in o["levels"]
     ]  # fmt: skip
     header = ["并发", "请求数", "TTFT p50 / p99（毫秒）", "TPOT p50 / p99（毫秒）"]
+    header += ["TPOT 下限（毫秒）"] if floors else []
     out += _table(header + ["单个请求用时 p50（秒）", "输出 token/s"], rows)
-    tpot = {x["clients"]: x["tpot_p50_ms"] for x in o["levels"]}
-    if 1 in tpot and 8 in tpot:  # 目标：8 个客户端的 TPOT 不超过 1 个的 1.1 倍
-        out += [f"8 个客户端的 TPOT p50 是 1 个客户端的 **{tpot[8] / tpot[1]:.2f} 倍**。", ""]
+    level = {x["clients"]: x for x in o["levels"]}
+    if 1 in level and 8 in level:  # 目标：8 个客户端的 TPOT 不超过 1 个的 1.1 倍
+        one, eight = level[1], level[8]
+        ratio = eight["tpot_p50_ms"] / one["tpot_p50_ms"]
+        line = f"8 个客户端的 TPOT p50 是 1 个客户端的 **{ratio:.2f} 倍**"
+        if floors:  # 屋顶线上两者之比：多出来的只是另外 7 个请求的 KV
+            ratio = eight["tpot_floor_ms"] / one["tpot_floor_ms"]
+            prompt = one["prompt_tokens"]
+            line += f"（下限之比 {ratio:.2f} 倍，每个请求的提示 {prompt:.0f} 个 token）"
+        out += [line + "。", ""]
     one = o.get("one_client_process")
     if one:  # 客户端分到几个进程里量的；同样多的客户端挤在一个进程里时，满的是客户端自己
         procs = max(x.get("client_processes", 1) for x in o["levels"])

@@ -22,6 +22,7 @@ __all__ = [
     "measure_roof",
     "prefill_floor",
     "step_floor",
+    "tpot_floor",
     "workload_floor",
 ]
 
@@ -87,6 +88,20 @@ def step_floor(cost: ModelCost, roof: DeviceRoof, new_tokens: int, kv_tokens: in
     read = cost.weight_bytes + kv_tokens * cost.kv_bytes_per_token
     compute = cost.flops(new_tokens, new_tokens) / roof.matmul_flops
     return max(read / roof.copy_bytes_per_s, compute)
+
+
+def tpot_floor(
+    cost: ModelCost, roof: DeviceRoof, clients: int, prompt_tokens: int, output_tokens: int
+) -> float:
+    """在线一档的 TPOT 下限（秒）：``clients`` 个请求同时开始、一起 decode，每个提示
+    ``prompt_tokens`` 个 token、生成 ``output_tokens`` 个。第一个 token 算在 TTFT 里；之后第 k 步
+    每个请求读 ``prompt_tokens + k`` 个 token 的 KV，TPOT 的下限是这些步的下限的平均。上下文比
+    decode 那一行短时，多几个请求只多读几份短的 KV，下限之比也就更接近 1。"""
+    if output_tokens < 2:
+        raise ValueError(f"TPOT needs at least 2 output tokens, got {output_tokens}")
+    steps = range(1, output_tokens)
+    total = sum(step_floor(cost, roof, clients, clients * (prompt_tokens + k)) for k in steps)
+    return total / len(steps)
 
 
 def prefill_floor(cost: ModelCost, roof: DeviceRoof, requests: int, tokens: int) -> float:
