@@ -2,10 +2,11 @@
 
 ``tune_kernels.py`` 把一种 kernel 单独连着跑；这里量的是真实的一步：每一组参数各建一个 ``LLM``
 （CUDA Graph 在建的时候就录好了，换参数就得重建），用基准测试的 ``decode_latency`` 量几个小批次。
-一组参数可以换这几样东西：程序数少于 64（batch × KV 头数）时 ``decode_tiles_cuda`` 的返回值
-（注意力的分块），M = 1、K 比一块长时 ``pick_config`` 的返回值（o_proj、down 的 GEMV 切不切 K：
-切了就多一个合并部分和的 kernel），M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数，或者把它拆回
-GEMV 和 SiLU-mul 两个 kernel，或者让写 KV 离开 q/k 的归一化和 RoPE 那个 kernel、自己一个 kernel。
+一组参数可以换这几样东西：程序数少于 64（batch × KV 头数）、或者正好 64 时
+``decode_tiles_cuda`` 的返回值（注意力的分块），M = 1、K 比一块长时 ``pick_config`` 的返回值
+（o_proj、down 的 GEMV 切不切 K：切了就多一个合并部分和的 kernel），M = 1 的 gate_up 连 SiLU-mul
+那个 kernel 的参数，或者把它拆回 GEMV 和 SiLU-mul 两个 kernel，或者让写 KV 离开 q/k 的归一化和
+RoPE 那个 kernel、自己一个 kernel。
 几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移::
 
     python tools/decode_tiles_ab.py --out /tmp/tiles.json
@@ -43,14 +44,16 @@ class Variant:
     """一组参数；None 的那一样不换。"""
 
     attention: tuple[int, dict[str, int]] | None = None  # (段数, tiles)，只有几个请求时
+    exactly_64: bool = False  # 分块只换程序数正好 64 的那一档（8 个 KV 头时 batch 8），不换更少的
     gemv_long_k: LinearConfig | None = None  # M = 1、K 比一块长（o_proj、down）时
     gate_silu: LinearConfig | None = None  # M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数
     silu_apart: bool = False  # gate_up 的 GEMV 和 SiLU-mul 分成两个 kernel（合成之前的写法）
     store_apart: bool = False  # 写 KV 单独一个 kernel，不在 q/k 的归一化和 RoPE 那个 kernel 里
 
 
-def _attn(splits: int, warps: int, stages: int) -> Variant:
-    return Variant(attention=(splits, {"BLOCK_N": 64, "num_warps": warps, "num_stages": stages}))
+def _attn(splits: int, warps: int, stages: int, exactly_64: bool = False) -> Variant:
+    tiles = {"BLOCK_N": 64, "num_warps": warps, "num_stages": stages}
+    return Variant(attention=(splits, tiles), exactly_64=exactly_64)
 
 
 VARIANTS: dict[str, Variant] = {
@@ -60,6 +63,11 @@ VARIANTS: dict[str, Variant] = {
     "8s-4w4s": _attn(8, 4, 4),
     "8s-8w2s": _attn(8, 8, 2),
     "4s-4w4s": _attn(4, 4, 4),
+    # 程序数正好 64（batch 8）的那一档：现在是 16 段、2 个 warp、不流水，只在单独连着跑时挑过
+    "b8-16s-4w1s": _attn(16, 4, 1, exactly_64=True),
+    "b8-8s-4w2s": _attn(8, 4, 2, exactly_64=True),
+    "b8-8s-8w2s": _attn(8, 8, 2, exactly_64=True),
+    "b8-4s-4w2s": _attn(4, 4, 2, exactly_64=True),
     # o_proj、down 不切 K：每个 program 沿 K 读完自己那几行，不再启动合并的 kernel
     "gemv-nosplit-8": Variant(gemv_long_k=LinearConfig(8, 1024, 1, num_warps=2, num_stages=2)),
     "gemv-nosplit-4": Variant(gemv_long_k=LinearConfig(4, 1024, 1, num_warps=2, num_stages=2)),
@@ -81,7 +89,9 @@ def patched(variant: Variant) -> Iterator[None]:
     store_inside = TritonAttnBackend.forward_norm_rope
 
     def decode_tiles(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
-        if variant.attention is not None and bs * num_kv_heads < SMALL:
+        programs = bs * num_kv_heads
+        chosen = programs == SMALL if variant.exactly_64 else programs < SMALL
+        if variant.attention is not None and chosen:
             return variant.attention[0], dict(variant.attention[1])
         return tiles(bs, num_kv_heads)
 

@@ -26,6 +26,12 @@ def test_only_small_batches_get_the_attention_tiles() -> None:
         assert triton_attn.decode_tiles_cuda(8, 8) == original(8, 8)  # 64 个：照旧
         assert triton_attn.decode_tiles_cuda(256, 8) == original(256, 8)
     assert triton_attn.decode_tiles_cuda is original
+    batch8 = decode_tiles_ab.VARIANTS["b8-8s-4w2s"]  # 只换正好 64 个程序的那一档
+    with decode_tiles_ab.patched(batch8):
+        assert triton_attn.decode_tiles_cuda(8, 8) == batch8.attention
+        assert triton_attn.decode_tiles_cuda(7, 8) == original(7, 8)
+        assert triton_attn.decode_tiles_cuda(16, 8) == original(16, 8)
+    assert triton_attn.decode_tiles_cuda is original
     with decode_tiles_ab.patched(decode_tiles_ab.Variant()):  # "now"：什么也不换
         assert triton_attn.decode_tiles_cuda(1, 8) == original(1, 8)
     assert triton_attn.decode_tiles_cuda is original
