@@ -8,9 +8,11 @@ CPU 上的测试用 Triton 的解释器跑这些 kernel：算得对不对测得�
 发出 kernel 的各个函数，把每一次启动记下来、不真的启动；再把 GPU 上才打开的编译期开关打开
 （``PDL``、``PRECISE``），decode 注意力和 extend 换成 GPU 上挑的分块，逐个交给 ``triton.compile``
 编译到 sm_90。每一个都编译出 cubin，就说明 GPU 上不会在编译这一步出错。Triton 自带 ptxas，
-不需要 CUDA 驱动::
+不需要 CUDA 驱动。最后一行是共享内存用得最多的那个启动：每一代 GPU 给一个程序的共享内存有上限
+（H100 是 227 KB，A100 是 163 KB，RTX 30、40 系是 99 KB），超过了就启动不了::
 
     python tools/compile_for_gpu.py
+    python tools/compile_for_gpu.py --arch 80   # A100、RTX 30 系那一代：没有依赖启动，PDL 关着
 
 编译的是每个 kernel 的通用版本：GPU 上的 JIT 还会按指针是否 16 字节对齐、整数是否等于 1 再特化，
 那些版本和这里的只差几处寻址的写法。
@@ -41,11 +43,16 @@ from triton.runtime.jit import JITFunction
 from minisgl.attention import triton_attn
 from minisgl.kernel import triton_linear, triton_ops
 
-TARGET = GPUTarget("cuda", 90, 32)  # H100 / H200
+HOPPER = 90  # 默认编译给 H100 / H200；更早的架构（--arch 80、86、89）没有依赖启动
 # 启动时的选项（其余关键字参数都是 kernel 的参数）
 OPTIONS = ("num_warps", "num_stages", "enable_fp_fusion")
-# GPU 上才打开的编译期开关：CPU 上调用时它们都是 False
-GPU_ONLY = {"PDL": True, "PRECISE": True}
+
+
+# GPU 上才打开的编译期开关（CPU 上调用时它们都是 False）。依赖启动只在 Hopper 起才有
+def gpu_only(arch: int) -> dict[str, bool]:
+    return {"PDL": arch >= HOPPER, "PRECISE": True}
+
+
 _TYPES = {
     torch.float32: "fp32",
     torch.bfloat16: "bf16",
@@ -74,12 +81,12 @@ class Launch:
         merged = {**dict(self.options), **options}
         return replace(self, params=tuple(mine.items()), options=tuple(merged.items()))
 
-    def for_gpu(self) -> Launch:
-        """GPU 上才打开的开关（``GPU_ONLY``）打开，没传、用默认值的也算。"""
-        params = dict(self.params)
+    def for_gpu(self, arch: int) -> Launch:
+        """GPU 上才打开的开关（``gpu_only``）按架构设好，没传、用默认值的也算。"""
+        params, switches = dict(self.params), gpu_only(arch)
         for p in self.kernel.params:
-            if p.is_constexpr and p.name in GPU_ONLY:
-                params[p.name] = GPU_ONLY[p.name]
+            if p.is_constexpr and p.name in switches:
+                params[p.name] = switches[p.name]
         return replace(self, params=tuple(params.items()))
 
     def describe(self) -> str:
@@ -128,9 +135,9 @@ def recorded_launches() -> Iterator[list[Launch]]:
         JITFunction.run = real  # type: ignore[method-assign]
 
 
-def compile_launch(launch: Launch) -> Any:
-    """编译一次启动，返回 Triton 的编译结果（里面有 ``asm["cubin"]``）。没传的 constexpr 参数
-    用 kernel 定义里的默认值。"""
+def compile_launch(launch: Launch, arch: int = HOPPER) -> Any:
+    """给 sm_``arch`` 编译一次启动，返回 Triton 的编译结果（``asm["cubin"]`` 是机器码，
+    ``metadata.shared`` 是要的共享内存）。没传的 constexpr 参数用 kernel 定义里的默认值。"""
     params = dict(launch.params)
     defaults = inspect.signature(launch.kernel.fn).parameters
     signature: dict[str, str] = {}
@@ -142,7 +149,8 @@ def compile_launch(launch: Launch) -> Any:
         else:
             signature[p.name] = params[p.name]
     source = ASTSource(fn=launch.kernel, signature=signature, constexprs=constexprs)
-    return triton.compile(source, target=TARGET, options=dict(launch.options))
+    target = GPUTarget("cuda", arch, 32)
+    return triton.compile(source, target=target, options=dict(launch.options))
 
 
 # ---------------------------------------------------------------- 在 CPU 上调用包里的函数
@@ -221,7 +229,7 @@ def _gpu_tiles(launch: Launch) -> list[Launch]:
     return [launch]
 
 
-def gpu_launches() -> list[Launch]:
+def gpu_launches(arch: int = HOPPER) -> list[Launch]:
     """GPU 上会编译的那些启动（去掉重复的）：bf16 和 float32 各调用一遍（fp16 的代码和 bf16
     的一样，只差类型）。"""
     with recorded_launches() as launches:
@@ -229,7 +237,7 @@ def gpu_launches() -> list[Launch]:
             _calls(dtype)
     unique: dict[str, Launch] = {}
     for launch in launches:
-        for variant in _gpu_tiles(launch.for_gpu()):
+        for variant in _gpu_tiles(launch.for_gpu(arch)):
             unique.setdefault(repr((variant.name, variant.params, variant.options)), variant)
     return list(unique.values())
 
@@ -250,8 +258,9 @@ def package_kernels() -> set[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--list", action="store_true", help="只列出要编译的启动，不编译")
+    ap.add_argument("--arch", type=int, default=HOPPER, help="sm_几：90（默认）、80、86、89……")
     ns = ap.parse_args(argv)
-    launches = gpu_launches()
+    launches = gpu_launches(ns.arch)
     missing = package_kernels() - {launch.name for launch in launches}
     if missing:
         print(f"no launch recorded for {sorted(missing)}: add a call to _calls", file=sys.stderr)
@@ -259,20 +268,22 @@ def main(argv: list[str] | None = None) -> int:
     if ns.list:
         print("\n".join(launch.describe() for launch in launches))
         return 0
-    failed = 0
+    failed, shared = 0, []
     for launch in launches:
         start = time.perf_counter()
         try:
-            compiled = compile_launch(launch)
+            compiled = compile_launch(launch, ns.arch)
         except Exception as e:  # 编译器的错误各种各样：记下是哪一个，接着编译别的
             failed += 1
             print(f"FAILED {launch.describe()}: {type(e).__name__}: {e}", flush=True)
             continue
-        size = len(compiled.asm["cubin"])
-        print(
-            f"ok {launch.describe()}: {size} bytes, {time.perf_counter() - start:.1f} s", flush=True
-        )
-    print(f"{len(launches) - failed}/{len(launches)} launches compiled for sm_{TARGET.arch}")
+        size, seconds = len(compiled.asm["cubin"]), time.perf_counter() - start
+        print(f"ok {launch.describe()}: {size} bytes, {seconds:.1f} s", flush=True)
+        shared.append((compiled.metadata.shared, launch.describe()))
+    print(f"{len(launches) - failed}/{len(launches)} launches compiled for sm_{ns.arch}")
+    if shared:  # 共享内存用得最多的那个：放得进这一代 GPU 每个程序的上限，才启动得了
+        most, which = max(shared)
+        print(f"most shared memory: {most} bytes, {which}")
     return 1 if failed else 0
 
 

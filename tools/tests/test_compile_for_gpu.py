@@ -42,8 +42,13 @@ def test_every_kernel_compiles_for_hopper_with_the_gpu_switches() -> None:
         for line in launches
     )  # fmt: skip
 
+    # Hopper 之前的架构没有依赖启动：--arch 80 时 PDL 全关着，其余一样
+    ampere = _run("--arch", "80", "--list").stdout.splitlines()
+    assert ampere == [line.replace("PDL=True", "PDL=False") for line in launches]
+
     compiled = _run()
     assert compiled.returncode == 0, compiled.stdout[-3000:] + compiled.stderr[-3000:]
     assert f"{len(launches)}/{len(launches)} launches compiled for sm_90" in compiled.stdout
-    sizes = [int(n) for n in re.findall(r": (\d+) bytes", compiled.stdout)]
+    sizes = [int(n) for n in re.findall(r"^ok .*: (\d+) bytes", compiled.stdout, re.MULTILINE)]
     assert len(sizes) == len(launches) and min(sizes) > 1000  # 每一个都有 cubin
+    assert re.search(r"most shared memory: \d+ bytes, _\w+_kernel\[", compiled.stdout)
