@@ -77,3 +77,21 @@ def test_bad_request_gets_an_empty_prompt(tokenizer: Any) -> None:
     strict.chat_template = "{{ raise_exception('only user messages, please') }}"
     (ids,) = TokenizeManager(strict).tokenize([msg(4, CHAT)])
     assert ids.tolist() == []
+
+
+def test_a_prompt_longer_than_the_tokenizer_limit_is_encoded_quietly(
+    tiny_model: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """比分词器的 ``model_max_length`` 长的提示照样整段编码、不截断，也不打 transformers 那条
+    "送进模型会越界"的警告：长度由调度器检查，过长的请求得到错误，进不了模型。"""
+    tokenizer = load_tokenizer(tiny_model)  # 新的一个：同一个分词器，这条警告 transformers 只打一次
+    words = tokenizer.model_max_length + 10
+
+    def warned() -> bool:
+        return any("longer than the specified maximum" in r.getMessage() for r in caplog.records)
+
+    with caplog.at_level("WARNING"):
+        (ids,) = TokenizeManager(tokenizer).tokenize([msg(0, "a " * words)])
+        assert len(ids) > tokenizer.model_max_length and not warned()
+        tokenizer(["a " * words])  # 对照：直接编码时有这条警告，上面的断言才有意义
+        assert warned()

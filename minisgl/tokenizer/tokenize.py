@@ -73,7 +73,9 @@ class TokenizeManager:
             if not index:
                 continue
             texts = [rendered[i][0] for i in index]  # type: ignore[index]
-            encoded: Any = self.tokenizer(texts, add_special_tokens=add_special)
+            # verbose=False：提示比分词器的 model_max_length 长时，transformers 会警告"送进模型会
+            # 越界"。长度由调度器按模型的上下文检查（第 8 章），这样的请求得到一个错误，进不了模型
+            encoded: Any = self.tokenizer(texts, add_special_tokens=add_special, verbose=False)
             for i, row in zip(index, encoded["input_ids"], strict=True):
                 ids[i] = list(row)
         return [torch.tensor(row, dtype=torch.int32) for row in ids]
