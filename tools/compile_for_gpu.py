@@ -43,6 +43,7 @@ from triton.runtime.jit import JITFunction
 from minisgl.attention import triton_attn
 from minisgl.kernel import triton_linear, triton_ops
 
+CUDA = torch.device("cuda")  # 只用来让包里按设备挑参数的函数挑 GPU 的那一组，不分配显存
 HOPPER = 90  # 默认编译给 H100 / H200；更早的架构（--arch 80、86、89）没有依赖启动
 # 启动时的选项（其余关键字参数都是 kernel 的参数）
 OPTIONS = ("num_warps", "num_stages", "enable_fp_fusion")
@@ -60,6 +61,11 @@ _TYPES = {
     torch.int32: "i32",
     torch.int64: "i64",
 }
+_DTYPES = {name: dtype for dtype, name in _TYPES.items()}
+
+
+def _constexprs(kernel: JITFunction) -> set[str]:
+    return {p.name for p in kernel.params if p.is_constexpr}
 
 
 @dataclass(frozen=True)
@@ -84,14 +90,12 @@ class Launch:
     def for_gpu(self, arch: int) -> Launch:
         """GPU 上才打开的开关（``gpu_only``）按架构设好，没传、用默认值的也算。"""
         params, switches = dict(self.params), gpu_only(arch)
-        for p in self.kernel.params:
-            if p.is_constexpr and p.name in switches:
-                params[p.name] = switches[p.name]
+        params.update({k: v for k, v in switches.items() if k in _constexprs(self.kernel)})
         return replace(self, params=tuple(params.items()))
 
     def describe(self) -> str:
         """名字、第一个张量参数的类型（看得出是哪种 dtype 的那一份）、constexpr 参数和启动选项。"""
-        const = {p.name for p in self.kernel.params if p.is_constexpr}
+        const = _constexprs(self.kernel)
         dtype = next(v for k, v in self.params if k not in const and str(v).startswith("*"))
         values = [f"{k}={v}" for k, v in self.params if k in const]
         values += [f"{k}={v}" for k, v in self.options]
@@ -119,7 +123,7 @@ def recorded_launches() -> Iterator[list[Launch]]:
     def record(self: JITFunction, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> None:
         names = [p.name for p in self.params]
         values = dict(zip(names, args)) | {k: v for k, v in kwargs.items() if k in names}
-        const = {p.name for p in self.params if p.is_constexpr}
+        const = _constexprs(self)
         params = tuple(
             (name, values[name] if name in const else _type_of(values[name]))
             for name in names
@@ -204,29 +208,34 @@ def _decode_tiles(bs: int) -> tuple[int, dict[str, int]]:
     return triton_attn.decode_tiles_cuda(bs, 8)  # Qwen3-0.6B 的 8 个 KV 头
 
 
+def _split_options(tiles: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+    """分块的字典拆成 kernel 的参数和启动选项（warp 数、流水级数）。"""
+    params = dict(tiles)
+    return params, {k: params.pop(k) for k in ("num_warps", "num_stages") if k in params}
+
+
 def _gpu_tiles(launch: Launch) -> list[Launch]:
-    """注意力在 GPU 上换用另一套分块（``triton_attn`` 里按设备挑）：decode 按批大小的每一档、
-    extend 的 16 位那一组。其余 kernel 的参数和设备无关，原样编译。"""
-    name, dtype = launch.name, dict(launch.params).get("Q", "")
-    if dtype not in ("*bf16", "*fp16"):
+    """注意力在 GPU 上换用另一套分块（``triton_attn`` 里按设备挑）：extend 用 ``extend_tiles``
+    给 CUDA 挑的那组，16 位的 decode 用 ``decode_tiles_cuda`` 按批大小的每一档。其余 kernel 的
+    参数和设备无关，原样编译。"""
+    q = dict(launch.params).get("Q")
+    if q is None:
         return [launch]
-    if name == "_extend_kernel":
-        tiles = dict(triton_attn.EXTEND_TILES_CUDA)
-        options = {k: tiles.pop(k) for k in ("num_warps", "num_stages")}
-        return [launch.with_values(tiles, options)]
-    if name in ("_decode_partial_kernel", "_decode_reduce_kernel"):
-        variants = []
-        configs = {repr(c): c for c in map(_decode_tiles, (1, 8, 16, 64, 256))}
-        for splits, tiles in configs.values():
-            tiles = dict(tiles)
-            options = {k: tiles.pop(k) for k in ("num_warps", "num_stages")}
-            if name == "_decode_reduce_kernel":
-                if splits == 1:  # 不切段时没有合并这一步
-                    continue
-                tiles, options = {}, {}
-            variants.append(launch.with_values({"NUM_SPLITS": splits, **tiles}, options))
-        return variants
-    return [launch]
+    dtype = _DTYPES[q[1:]]
+    if launch.name == "_extend_kernel":
+        return [launch.with_values(*_split_options(triton_attn.extend_tiles(CUDA, dtype)))]
+    decode = ("_decode_partial_kernel", "_decode_reduce_kernel")
+    if launch.name not in decode or dtype.itemsize != 2:  # decode_attention 只给 16 位的挑分块
+        return [launch]
+    variants = []
+    for splits, tiles in {repr(c): c for c in map(_decode_tiles, (1, 8, 16, 64, 256))}.values():
+        params, options = _split_options(tiles)
+        if launch.name == "_decode_reduce_kernel":  # 合并只看段数；不切段时没有这一步
+            if splits == 1:
+                continue
+            params, options = {}, {}
+        variants.append(launch.with_values({"NUM_SPLITS": splits, **params}, options))
+    return variants
 
 
 def gpu_launches(arch: int = HOPPER) -> list[Launch]:
