@@ -5,8 +5,8 @@
 一组参数可以换这几样东西：程序数少于 64（batch × KV 头数）、或者正好 64 时
 ``decode_tiles_cuda`` 的返回值（注意力的分块），M = 1、K 比一块长时 ``pick_config`` 的返回值
 （o_proj、down 的 GEMV 切不切 K：切了就多一个合并部分和的 kernel），M = 1 的 gate_up 连 SiLU-mul
-那个 kernel 的参数，或者把它拆回 GEMV 和 SiLU-mul 两个 kernel，或者让写 KV 离开 q/k 的归一化和
-RoPE 那个 kernel、自己一个 kernel。
+那个 kernel 的参数，或者把它拆回 GEMV 和 SiLU-mul 两个 kernel（全部，或者只有几行时），或者让
+写 KV 离开 q/k 的归一化和 RoPE 那个 kernel、自己一个 kernel。
 几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移::
 
     python tools/decode_tiles_ab.py --out /tmp/tiles.json
@@ -47,7 +47,9 @@ class Variant:
     exactly_64: bool = False  # 分块只换程序数正好 64 的那一档（8 个 KV 头时 batch 8），不换更少的
     gemv_long_k: LinearConfig | None = None  # M = 1、K 比一块长（o_proj、down）时
     gate_silu: LinearConfig | None = None  # M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数
-    silu_apart: bool = False  # gate_up 的 GEMV 和 SiLU-mul 分成两个 kernel（合成之前的写法）
+    # 至少这么多行（token）时 gate_up 的 GEMV 和 SiLU-mul 分成两个 kernel（合成之前的写法）；
+    # 1：全都分开，2：只有一行时合成（几行时也合成之前的写法）
+    silu_apart_from: int | None = None
     store_apart: bool = False  # 写 KV 单独一个 kernel，不在 q/k 的归一化和 RoPE 那个 kernel 里
 
 
@@ -71,14 +73,22 @@ VARIANTS: dict[str, Variant] = {
     # o_proj、down 不切 K：每个 program 沿 K 读完自己那几行，不再启动合并的 kernel
     "gemv-nosplit-8": Variant(gemv_long_k=LinearConfig(8, 1024, 1, num_warps=2, num_stages=2)),
     "gemv-nosplit-4": Variant(gemv_long_k=LinearConfig(4, 1024, 1, num_warps=2, num_stages=2)),
-    "silu-apart": Variant(silu_apart=True),
+    "silu-apart": Variant(silu_apart_from=1),
+    "silu-apart-m2": Variant(silu_apart_from=2),
     "silu-16-4w": Variant(gate_silu=LinearConfig(16, 1024, 1, num_warps=4, num_stages=2)),
     "store-apart": Variant(store_apart=True),
 }
 
 
-def _silu_apart(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    return ops.silu_and_mul(ops.linear(x, weight, bias))
+def _silu_apart(rows: int, fused: Any) -> Any:
+    def linear_silu_and_mul(
+        x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+    ) -> torch.Tensor:
+        if x.shape[0] >= rows:
+            return ops.silu_and_mul(ops.linear(x, weight, bias))
+        return fused(x, weight, bias)
+
+    return linear_silu_and_mul
 
 
 @contextmanager
@@ -101,8 +111,8 @@ def patched(variant: Variant) -> Iterator[None]:
         return pick(m, n, k, num_sms)
 
     triton_attn.decode_tiles_cuda, triton_linear.pick_config = decode_tiles, pick_config
-    if variant.silu_apart:
-        model_utils.linear_silu_and_mul = _silu_apart
+    if variant.silu_apart_from is not None:
+        model_utils.linear_silu_and_mul = _silu_apart(variant.silu_apart_from, fused)
     triton_linear.SILU_CONFIG = variant.gate_silu or silu_config
     if variant.store_apart:  # 基类的写法：归一化和 RoPE 一个 kernel，写 KV 另一个
         TritonAttnBackend.forward_norm_rope = BaseAttnBackend.forward_norm_rope  # type: ignore[method-assign]

@@ -4,7 +4,8 @@
   这个先验的误差界）；bf16/fp16 的输出是精确结果就近舍入一次，误差不超过半个单位（ulp）。
   形状故意取块大小的非整数倍，M 从 1 到 16，有 bias 和没有 bias，乘加两种写法、切不切 K 都测。
 - split-K：部分和按固定的顺序相加，两次运行逐位相同。
-- 一行的 gate_up 连着 SiLU-mul 的那个 kernel：和 float64 的精确结果只差各步的舍入。
+- gate_up 连着 SiLU-mul：一行时的那个 kernel 和 float64 的精确结果只差各步的舍入；几行时
+  （SiLU-mul 并进合并部分和的 kernel）和分开算的两个 kernel 逐位相同。
 - 分派：只有 M 小、dtype 是 bf16/fp16 且处处一致、张量连续时才走 kernel，其余都是 ``F.linear``。
 
 不在 CUDA 上时 kernel 由 Triton 的解释器执行。解释器有两处和 GPU 不同，测试里换掉：bf16 的
@@ -141,7 +142,7 @@ def _check_fused(got: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> None:
     ``_check`` 的先验界）再各自舍入成 x 的 dtype，SiLU 的结果、乘积又各舍入一次；gate 的误差经
     SiLU 的导数（处处 ``|silu'| < 1.1``）传下去，float32 里的 exp 和除法再多算几个 ulp。"""
     inter = w.shape[0] // 2
-    assert got.dtype == x.dtype and got.shape == (1, inter)
+    assert got.dtype == x.dtype and got.shape == (x.shape[0], inter)
     exact, sum_bound = _exact_and_sum_bound(x, w)
     half = torch.finfo(x.dtype).eps / 2
     err = sum_bound + half * exact.abs()  # 累加，再舍入一次
@@ -187,19 +188,44 @@ def test_linear_silu_and_mul_on_the_decode_shape() -> None:
         assert (got != apart).sum() <= 3
 
 
+SEVERAL_ROWS = {
+    "default": None,  # pick_config：tl.dot；这么小的 K 不切
+    "dot-split": TL.LinearConfig(**SMALL, split_k=3, dot=True) if TL else None,
+    "sum-split": TL.LinearConfig(**SMALL, split_k=2, dot=False) if TL else None,
+}
+
+
+@pytest.mark.parametrize("config", list(SEVERAL_ROWS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("m", [2, 5, 16])
+def test_linear_silu_and_mul_of_several_rows_equals_the_two_kernels(
+    m: int, dtype: torch.dtype, config: str
+) -> None:
+    """几行时 SiLU 和乘放进合并部分和的 kernel：和先算 GEMV、再单独做 SiLU-mul 的两个 kernel
+    逐位相同（同样的参数，切 K 和不切 K），当然也在精确结果的误差界之内。I、K 都不是块的整数倍。"""
+    x, w, _ = _inputs(m, 2 * 40, 100, dtype, bias=False)
+    cfg = SEVERAL_ROWS[config]
+    got = TL.linear_silu_and_mul(x, w, cfg)
+    apart = ops.triton_ops.silu_and_mul(TL.linear_small_m(x, w, None, cfg))
+    assert torch.equal(got, apart)
+    _check_fused(got, x, w)
+
+
 def test_linear_silu_and_mul_rejects_what_it_cannot_do() -> None:
     x, w, _ = _inputs(2, 16, 32, torch.bfloat16, bias=False)
     with pytest.raises(ValueError, match="bad shapes"):
-        TL.linear_silu_and_mul(x, w)  # 两行
+        TL.linear_silu_and_mul(torch.zeros(TL.MAX_M + 1, 32, device=DEVICE), w)  # 行太多
     with pytest.raises(ValueError, match="bad shapes"):
-        TL.linear_silu_and_mul(x[:1], w[:15])  # 行数是奇数，分不成 gate、up 两半
+        TL.linear_silu_and_mul(x, w[:15])  # 行数是奇数，分不成 gate、up 两半
+    with pytest.raises(ValueError, match="contiguous"):
+        TL.linear_silu_and_mul(x.t().contiguous().t(), w)
     with pytest.raises(ValueError, match="neither splits"):
         TL.linear_silu_and_mul(x[:1], w, TL.LinearConfig(**SMALL, split_k=2))
 
 
-def test_gated_mlp_fuses_only_a_single_token_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``GatedMLP`` 在 CUDA 上、一个 token、bf16、SiLU 时走合成的 kernel，结果就是 ``down``
-    接在它后面；几个 token、GELU、CPU 上都是原来的 ``down(act_and_mul(gate_up(x)))``。"""
+def test_gated_mlp_fuses_a_few_tokens_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GatedMLP`` 在 CUDA 上、几个 token（M ≤ 16）、bf16、SiLU 时走合成的 kernel，结果就是
+    ``down`` 接在它后面；更多 token、GELU、CPU 上都是原来的 ``down(act_and_mul(gate_up(x)))``。"""
     from minisgl.models.utils import GatedMLP
 
     fused = TL.linear_silu_and_mul
@@ -210,14 +236,14 @@ def test_gated_mlp_fuses_only_a_single_token_on_cuda(monkeypatch: pytest.MonkeyP
         gate_up, down = mlp.gate_up_proj, mlp.down_proj
         gate_up.weight = (torch.randn(96, 64, generator=gen) / 8).to(DEVICE, torch.bfloat16)
         down.weight = (torch.randn(64, 48, generator=gen) / 8).to(DEVICE, torch.bfloat16)
-        for m in (1, 3):
+        for m in (1, 3, TL.MAX_M + 1):
             x = torch.randn(m, 64, generator=gen).to(DEVICE, torch.bfloat16)
-            if ON_CUDA and act == "silu" and m == 1:
+            if ON_CUDA and act == "silu" and m <= TL.MAX_M:
                 hidden = fused(x, gate_up.weight)
             else:
                 hidden = mlp._act_and_mul(ops.linear(x, gate_up.weight))
             assert torch.equal(mlp.forward(x), ops.linear(hidden, down.weight))
-    assert calls == ([1] if ON_CUDA else [])
+    assert calls == ([1, 3] if ON_CUDA else [])
 
 
 def test_pick_config_covers_the_sms() -> None:

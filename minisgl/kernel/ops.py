@@ -291,10 +291,10 @@ def linear_silu_and_mul(
 ) -> torch.Tensor:
     """``silu_and_mul(linear(x, weight, bias))``：``weight`` 的前一半行算 gate、后一半算 up。
 
-    decode 一步只有一个 token（x 只有一行）时，GPU 上是一个 kernel：GEMV 算出几个 gate 和对应的
-    up，就地做 SiLU 和乘，少启动一个 kernel，也不把 ``(1, 2I)`` 的中间结果写出去再读回来。
-    其余情形是上面的两步。"""
-    if x.is_cuda and bias is None and _small_m_kernel_fits(x, weight, None) and x.shape[0] == 1:
+    decode 时（x 只有几行）GPU 上 SiLU 和乘并进 GEMV 的 kernel 里，少启动一个 kernel：一个 token
+    时 GEMV 算出几个 gate 和对应的 up 就地做完，几个 token 时在合并部分和的那一步做。其余情形是
+    上面的两步。"""
+    if x.is_cuda and bias is None and _small_m_kernel_fits(x, weight, None):
         return triton_linear.linear_silu_and_mul(x, weight)
     return silu_and_mul(linear(x, weight, bias))
 

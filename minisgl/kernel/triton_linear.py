@@ -25,8 +25,9 @@ o_proj 一次 12.6 µs。这里的 kernel 打开依赖启动（见 ``triton_ops.
 最小形状）。这些参数都是 ``LinearConfig`` 的字段，由 ``pick_config`` 按 (M, N, K) 挑，
 也可以直接传入——GPU 上测出来哪组最好，就改 ``pick_config``。
 
-文件末尾的 ``linear_silu_and_mul`` 是 M = 1 的 gate_up 投影连着 SiLU-mul：一个 program 算几个 gate
-和同样位置的几个 up，就地做完激活，decode 时每层少一个 kernel。
+文件末尾的 ``linear_silu_and_mul`` 是 gate_up 投影连着 SiLU-mul：M = 1 时一个 program 算几个 gate
+和同样位置的几个 up，就地做完激活；M 更大时激活放进合并部分和的那个 kernel。decode 时每层都少
+一个 kernel。
 
 这个模块直接 ``import triton``：``ops.py`` 只在装了 triton 时导入它，只在 CUDA 张量上调用它。
 没有 GPU 的机器上测试用 Triton 的解释器调用同样的函数。函数里除了输出和部分和的
@@ -199,28 +200,52 @@ def linear_small_m(
     if not 1 <= m <= MAX_M:
         raise ValueError(f"M must be in [1, {MAX_M}], got {m}")
     cfg = config or pick_config(m, n, k, _num_sms(x.device))
-    # 每段是 BLOCK_K 的整数倍；按段长重算段数，不留空段
-    chunk = triton.cdiv(triton.cdiv(k, cfg.split_k), cfg.block_k) * cfg.block_k
-    split = triton.cdiv(k, chunk)
+    split = _num_splits(k, cfg)
     y = torch.empty(m, n, device=x.device, dtype=x.dtype)
     partial = torch.empty(split, m, n, device=x.device, dtype=torch.float32) if split > 1 else y
-    block_m = _DOT_M if cfg.dot else triton.next_power_of_2(m)
-    launch = dependent_launch(x)
-    _linear_kernel[(triton.cdiv(n, cfg.block_n), split)](
-        x, weight, bias if bias is not None else y, y, partial,
-        m, n, k, chunk, x.stride(0), weight.stride(0), y.stride(0),
-        HAS_BIAS=bias is not None, SPLIT=split > 1, DOT=cfg.dot, EVEN_K=k % chunk == 0,
-        PRECISION=_PRECISION.get(x.dtype, "tf32"),
-        BLOCK_M=block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **launch,
-    )  # fmt: skip
+    _launch_gemv(x, weight, bias, y, partial, cfg, to_partial=split > 1)
     if split > 1:
-        block = 256  # N=1024 时也有 4 个 program
-        _splitk_sum_kernel[(m, triton.cdiv(n, block))](
+        _splitk_sum_kernel[(m, triton.cdiv(n, _SUM_BLOCK))](
             partial, bias if bias is not None else y, y, m, n, y.stride(0),
-            SPLIT_K=split, HAS_BIAS=bias is not None, BLOCK=block, **launch,
+            SPLIT_K=split, HAS_BIAS=bias is not None, BLOCK=_SUM_BLOCK, **dependent_launch(x),
         )  # fmt: skip
     return y
+
+
+_SUM_BLOCK = 256  # 合并部分和时每个 program 算几个输出：N=1024 时也有 4 个 program
+
+
+def _num_splits(k: int, cfg: LinearConfig) -> int:
+    """K 实际切成几段：每段是 BLOCK_K 的整数倍，按段长重算段数，不留空段。"""
+    return triton.cdiv(k, _chunk(k, cfg))
+
+
+def _chunk(k: int, cfg: LinearConfig) -> int:
+    return triton.cdiv(triton.cdiv(k, cfg.split_k), cfg.block_k) * cfg.block_k
+
+
+def _launch_gemv(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    y: torch.Tensor,
+    partial: torch.Tensor,
+    cfg: LinearConfig,
+    to_partial: bool,
+) -> None:
+    """发出 ``_linear_kernel``：``to_partial`` 时每段 K 的 float32 部分和写进 ``partial``
+    （``(段数, M, N)``，不加 bias），否则结果直接写进 ``y``。"""
+    (m, k), n = x.shape, weight.shape[0]
+    chunk = _chunk(k, cfg)
+    _linear_kernel[(triton.cdiv(n, cfg.block_n), triton.cdiv(k, chunk))](
+        x, weight, bias if bias is not None else y, y, partial,
+        m, n, k, chunk, x.stride(0), weight.stride(0), y.stride(0),
+        HAS_BIAS=bias is not None, SPLIT=to_partial, DOT=cfg.dot, EVEN_K=k % chunk == 0,
+        PRECISION=_PRECISION.get(x.dtype, "tf32"),
+        BLOCK_M=_DOT_M if cfg.dot else triton.next_power_of_2(m),
+        BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **dependent_launch(x),
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------- GEMV 连 SiLU-mul
@@ -267,19 +292,49 @@ def _linear_silu_kernel(
     tl.store(Y + rn, y, mask=rn < N)
 
 
+@triton.jit(do_not_specialize=["M"])
+def _splitk_silu_kernel(
+    P, Y, M, N, stride_ym,
+    SPLIT_K: tl.constexpr, PRECISE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
+):  # fmt: skip
+    # 部分和 P[段, m, 2N] 按段的顺序相加（同 _splitk_sum_kernel），gate 和 up 各自舍入成 Y 的
+    # dtype，再就地做 SiLU 和乘：和先合并、再单独做 SiLU-mul 的两个 kernel 逐位相同
+    dependent_start(PDL)
+    m = tl.program_id(0)
+    rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = rn < N
+    gate = tl.zeros((BLOCK,), dtype=tl.float32)
+    up = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in tl.static_range(SPLIT_K):
+        row = P + (s * M + m) * 2 * N
+        gate += tl.load(row + rn, mask=mask, other=0.0)
+        up += tl.load(row + N + rn, mask=mask, other=0.0)
+    dtype = Y.dtype.element_ty
+    y = silu_mul(gate.to(dtype), up.to(dtype), PRECISE)
+    tl.store(Y + m * stride_ym + rn, y, mask=mask)
+
+
 def linear_silu_and_mul(
     x: torch.Tensor, weight: torch.Tensor, config: LinearConfig | None = None
 ) -> torch.Tensor:
-    """``silu_and_mul(linear_small_m(x, weight))``，x 只有一行（decode 一步一个 token）时的一个
-    kernel：``weight`` 是合并的 ``(2I, K)``，前 I 行是 gate、后 I 行是 up，输出 ``(1, I)``。
+    """``silu_and_mul(linear_small_m(x, weight))``：``weight`` 是合并的 ``(2I, K)``，前 I 行是
+    gate、后 I 行是 up，x 是 ``(M, K)``、``1 <= M <= MAX_M``，输出 ``(M, I)``。
 
-    每个 program 读 ``BLOCK_N`` 个 gate 和同样位置的 ``BLOCK_N`` 个 up，两行一起算完就地做
-    SiLU 和乘。比分开算少启动一个 kernel，``(1, 2I)`` 的中间结果也不用写出去再读回来。
-    ``config`` 为 None 时用 ``SILU_CONFIG``；不切 K、不用 ``tl.dot``（这两项必须是 1 和 False）。"""
+    x 只有一行（decode 一步一个 token）时是一个 kernel：每个 program 读 ``BLOCK_N`` 个 gate 和
+    同样位置的 ``BLOCK_N`` 个 up，两行一起算完就地做 SiLU 和乘，``(1, 2I)`` 的中间结果不用写出去
+    再读回来。``config`` 为 None 时用 ``SILU_CONFIG``；它不切 K、不用 ``tl.dot``。
+
+    几行时先照常算 GEMV，只是部分和一律写进 float32 的缓冲（K 不切时也是一段），SiLU 和乘放进
+    合并部分和的那个 kernel：两个 kernel，比分开算少一个，结果和分开算逐位相同。``config`` 是
+    GEMV 的参数，None 时由 ``pick_config`` 按形状挑。"""
     m, k = x.shape
     n = weight.shape[0]
-    if m != 1 or weight.shape[1] != k or n % 2 or x.stride(-1) != 1 or weight.stride(-1) != 1:
-        raise ValueError(f"bad shapes/strides: x {tuple(x.shape)}, weight {tuple(weight.shape)}")
+    if not 1 <= m <= MAX_M or weight.shape[1] != k or n % 2:
+        raise ValueError(f"bad shapes: x {tuple(x.shape)}, weight {tuple(weight.shape)}")
+    if x.stride(-1) != 1 or weight.stride(-1) != 1:
+        raise ValueError("x and weight must be contiguous along K")
+    if m > 1:
+        return _gemv_then_silu(x, weight, config or pick_config(m, n, k, _num_sms(x.device)))
     cfg = config or SILU_CONFIG
     if cfg.split_k != 1 or cfg.dot:
         raise ValueError("the fused kernel neither splits K nor uses tl.dot")
@@ -290,6 +345,21 @@ def linear_silu_and_mul(
         EVEN_K=k % cfg.block_k == 0, PRECISE=x.is_cuda,
         BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        enable_fp_fusion=False, **dependent_launch(x),
+    )  # fmt: skip
+    return y
+
+
+def _gemv_then_silu(x: torch.Tensor, weight: torch.Tensor, cfg: LinearConfig) -> torch.Tensor:
+    m, k = x.shape
+    inter = weight.shape[0] // 2
+    split = _num_splits(k, cfg)
+    y = torch.empty(m, inter, device=x.device, dtype=x.dtype)
+    partial = torch.empty(split, m, 2 * inter, device=x.device, dtype=torch.float32)
+    _launch_gemv(x, weight, None, y, partial, cfg, to_partial=True)
+    _splitk_silu_kernel[(m, triton.cdiv(inter, _SUM_BLOCK))](
+        partial, y, m, inter, y.stride(0),
+        SPLIT_K=split, PRECISE=x.is_cuda, BLOCK=_SUM_BLOCK,
         enable_fp_fusion=False, **dependent_launch(x),
     )  # fmt: skip
     return y

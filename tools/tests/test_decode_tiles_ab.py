@@ -53,15 +53,31 @@ def test_only_long_k_gemv_at_one_row_gets_the_config() -> None:
 
 def test_gate_silu_variants_swap_the_fused_kernel_and_put_it_back() -> None:
     """ "silu-apart" 让 ``GatedMLP`` 拆回 GEMV 加 SiLU-mul 两步（结果和合成的一样，CPU 上本来就是
-    这两步）；"silu-16-4w" 只换合成 kernel 的参数。退出时都换回来。"""
+    这两步），"silu-apart-m2" 只拆几行的，一行的仍交给合成的那个；"silu-16-4w" 只换合成 kernel
+    的参数。退出时都换回来。"""
     import torch
 
     utils, linear = decode_tiles_ab.model_utils, decode_tiles_ab.triton_linear
     fused, config = utils.linear_silu_and_mul, linear.SILU_CONFIG
-    x, w = torch.randn(1, 32), torch.randn(48, 32)
-    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["silu-apart"]):
-        assert utils.linear_silu_and_mul is not fused and linear.SILU_CONFIG == config
-        assert torch.equal(utils.linear_silu_and_mul(x, w, None), fused(x, w, None))
+    x, w = torch.randn(3, 32), torch.randn(48, 32)
+    calls: list[int] = []
+
+    def spy(x, w, b):  # type: ignore[no-untyped-def]
+        calls.append(x.shape[0])  # 交给合成的那个 kernel 的行数
+        return fused(x, w, b)
+
+    utils.linear_silu_and_mul = spy
+    try:
+        for name, fused_rows in (("silu-apart", []), ("silu-apart-m2", [1])):
+            calls.clear()
+            with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS[name]):
+                assert utils.linear_silu_and_mul is not spy and linear.SILU_CONFIG == config
+                for rows in (1, 3):  # 分开算的和合成的结果一样
+                    got = utils.linear_silu_and_mul(x[:rows], w, None)
+                    assert torch.equal(got, fused(x[:rows], w, None))
+            assert calls == fused_rows and utils.linear_silu_and_mul is spy
+    finally:
+        utils.linear_silu_and_mul = fused
     variant = decode_tiles_ab.VARIANTS["silu-16-4w"]
     with decode_tiles_ab.patched(variant):
         assert utils.linear_silu_and_mul is fused and linear.SILU_CONFIG == variant.gate_silu
