@@ -167,18 +167,32 @@ def _linear_kernel(
 @triton.jit(do_not_specialize=["M"])
 def _splitk_sum_kernel(
     P, B, Y, M, N, stride_ym,
-    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
+    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr, PRECISE: tl.constexpr,
+    BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
+    # 部分和 P[段, m, n] 按段的顺序相加。SILU 时 P 的每行有 2N 个数（前 N 个是 gate、后 N 个是
+    # up）：gate 和 up 各自舍入成 Y 的 dtype，再就地做 SiLU 和乘——和先合并、再单独做 SiLU-mul
+    # 的两个 kernel 逐位相同
     dependent_start(PDL)
     m = tl.program_id(0)
     rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = rn < N
+    width = 2 * N if SILU else N
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    up = tl.zeros((BLOCK,), dtype=tl.float32)
     for s in tl.static_range(SPLIT_K):  # 固定的顺序：每次运行逐位相同
-        acc += tl.load(P + (s * M + m) * N + rn, mask=mask, other=0.0)
+        row = P + (s * M + m) * width
+        acc += tl.load(row + rn, mask=mask, other=0.0)
+        if SILU:
+            up += tl.load(row + N + rn, mask=mask, other=0.0)
     if HAS_BIAS:
         acc += tl.load(B + rn, mask=mask, other=0.0).to(tl.float32)
-    tl.store(Y + m * stride_ym + rn, acc.to(Y.dtype.element_ty), mask=mask)
+    dtype = Y.dtype.element_ty
+    if SILU:
+        y = silu_mul(acc.to(dtype), up.to(dtype), PRECISE)
+    else:
+        y = acc.to(dtype)
+    tl.store(Y + m * stride_ym + rn, y, mask=mask)
 
 
 def linear_small_m(
@@ -207,7 +221,8 @@ def linear_small_m(
     if split > 1:
         _splitk_sum_kernel[(m, triton.cdiv(n, _SUM_BLOCK))](
             partial, bias if bias is not None else y, y, m, n, y.stride(0),
-            SPLIT_K=split, HAS_BIAS=bias is not None, BLOCK=_SUM_BLOCK, **dependent_launch(x),
+            SPLIT_K=split, HAS_BIAS=bias is not None, SILU=False, PRECISE=False,
+            BLOCK=_SUM_BLOCK, **dependent_launch(x),
         )  # fmt: skip
     return y
 
@@ -292,28 +307,6 @@ def _linear_silu_kernel(
     tl.store(Y + rn, y, mask=rn < N)
 
 
-@triton.jit(do_not_specialize=["M"])
-def _splitk_silu_kernel(
-    P, Y, M, N, stride_ym,
-    SPLIT_K: tl.constexpr, PRECISE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
-):  # fmt: skip
-    # 部分和 P[段, m, 2N] 按段的顺序相加（同 _splitk_sum_kernel），gate 和 up 各自舍入成 Y 的
-    # dtype，再就地做 SiLU 和乘：和先合并、再单独做 SiLU-mul 的两个 kernel 逐位相同
-    dependent_start(PDL)
-    m = tl.program_id(0)
-    rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    mask = rn < N
-    gate = tl.zeros((BLOCK,), dtype=tl.float32)
-    up = tl.zeros((BLOCK,), dtype=tl.float32)
-    for s in tl.static_range(SPLIT_K):
-        row = P + (s * M + m) * 2 * N
-        gate += tl.load(row + rn, mask=mask, other=0.0)
-        up += tl.load(row + N + rn, mask=mask, other=0.0)
-    dtype = Y.dtype.element_ty
-    y = silu_mul(gate.to(dtype), up.to(dtype), PRECISE)
-    tl.store(Y + m * stride_ym + rn, y, mask=mask)
-
-
 def linear_silu_and_mul(
     x: torch.Tensor, weight: torch.Tensor, config: LinearConfig | None = None
 ) -> torch.Tensor:
@@ -357,9 +350,9 @@ def _gemv_then_silu(x: torch.Tensor, weight: torch.Tensor, cfg: LinearConfig) ->
     y = torch.empty(m, inter, device=x.device, dtype=x.dtype)
     partial = torch.empty(split, m, 2 * inter, device=x.device, dtype=torch.float32)
     _launch_gemv(x, weight, None, y, partial, cfg, to_partial=True)
-    _splitk_silu_kernel[(m, triton.cdiv(inter, _SUM_BLOCK))](
-        partial, y, m, inter, y.stride(0),
-        SPLIT_K=split, PRECISE=x.is_cuda, BLOCK=_SUM_BLOCK,
+    _splitk_sum_kernel[(m, triton.cdiv(inter, _SUM_BLOCK))](
+        partial, y, y, m, inter, y.stride(0),
+        SPLIT_K=split, HAS_BIAS=False, SILU=True, PRECISE=x.is_cuda, BLOCK=_SUM_BLOCK,
         enable_fp_fusion=False, **dependent_launch(x),
     )  # fmt: skip
     return y
