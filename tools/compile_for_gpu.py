@@ -190,7 +190,7 @@ def _calls(dtype: torch.dtype) -> None:
         for n, k_dim in ((4096, 1024), (1024, 2048), (6144, 1024), (1024, 3072)):
             triton_linear.linear_small_m(randn(m, k_dim), randn(n, k_dim))
         triton_linear.linear_small_m(xs, randn(48, hidden), randn(48))  # 带 bias
-    triton_linear.linear_silu_and_mul(randn(1, hidden), randn(2 * 3072, hidden))
+        triton_linear.linear_silu_and_mul(xs, randn(2 * 3072, hidden))  # gate_up 连 SiLU-mul
     page_table = torch.arange(2 * 16, dtype=torch.int32).view(2, 16)
     rows = torch.tensor([0, 1], dtype=torch.int32)
     pool_k, pool_v = randn(32, hkv, d), randn(32, hkv, d)
