@@ -51,6 +51,19 @@ def test_only_long_k_gemv_at_one_row_gets_the_config() -> None:
     assert linear.pick_config is original
 
 
+def test_only_wide_gemv_of_several_rows_gets_the_config() -> None:
+    """qkv（N=4096）、gate_up（N=6144）在 M>1 时换；M=1 和输出不比输入宽的 o_proj、down 照旧。"""
+    linear = decode_tiles_ab.triton_linear
+    original = linear.pick_config
+    variant = decode_tiles_ab.VARIANTS["rows-wide-16"]
+    with decode_tiles_ab.patched(variant):
+        assert linear.pick_config(8, 4096, 1024) == variant.rows_wide
+        assert linear.pick_config(2, 6144, 1024) == variant.rows_wide
+        assert linear.pick_config(1, 4096, 1024) == original(1, 4096, 1024)
+        assert linear.pick_config(8, 1024, 2048) == original(8, 1024, 2048)
+    assert linear.pick_config is original
+
+
 def test_gate_silu_variants_swap_the_fused_kernel_and_put_it_back() -> None:
     """ "silu-apart" 让 ``GatedMLP`` 拆回 GEMV 加 SiLU-mul 两步（结果和合成的一样，CPU 上本来就是
     这两步），"silu-apart-m2" 只拆几行的，一行的仍交给合成的那个；"silu-16-4w" 只换合成 kernel
