@@ -2,16 +2,12 @@
 
 ``tune_kernels.py`` 把一种 kernel 单独连着跑；这里量的是真实的一步：每一组参数各建一个 ``LLM``
 （CUDA Graph 在建的时候就录好了，换参数就得重建），用基准测试的 ``decode_latency`` 量几个小批次。
-一组参数可以换这几样东西：
-
-- 程序数少于 64（batch × KV 头数）、或者正好 64 时 ``decode_tiles_cuda`` 的返回值（注意力的分块）；
-- M = 1、K 比一块长时 ``pick_config`` 的返回值（o_proj、down 的 GEMV 切不切 K：切了就多一个
-  合并部分和的 kernel）；
-- 几行、输出比输入宽（qkv、gate_up）时 ``pick_config`` 的返回值，几行时 ``tl.dot`` 里谁在前；
-- M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数，或者把它拆回 GEMV 和 SiLU-mul 两个 kernel
-  （全部，或者只有几行时）；
-- 写 KV 离开 q/k 的归一化和 RoPE 那个 kernel、自己一个 kernel。
-
+一组参数可以换这几样东西：程序数少于 64（batch × KV 头数）、或者正好 64 时
+``decode_tiles_cuda`` 的返回值（注意力的分块），M = 1、K 比一块长时 ``pick_config`` 的返回值
+（o_proj、down 的 GEMV 切不切 K：切了就多一个合并部分和的 kernel），几行、输出比输入宽
+（qkv、gate_up）时 ``pick_config`` 的返回值，M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数，
+或者把它拆回 GEMV 和 SiLU-mul 两个 kernel（全部，或者只有几行时），或者让写 KV 离开 q/k 的
+归一化和 RoPE 那个 kernel、自己一个 kernel。
 几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移::
 
     python tools/decode_tiles_ab.py --out /tmp/tiles.json
@@ -52,7 +48,6 @@ class Variant:
     exactly_64: bool = False  # 分块只换程序数正好 64 的那一档（8 个 KV 头时 batch 8），不换更少的
     gemv_long_k: LinearConfig | None = None  # M = 1、K 比一块长（o_proj、down）时
     rows_wide: LinearConfig | None = None  # M > 1、输出比输入宽（qkv、gate_up）时
-    swap_rows: bool = False  # M > 1 时 tl.dot 里 W 在前（``LinearConfig.swap``），别的参数照旧
     gate_silu: LinearConfig | None = None  # M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数
     # 至少这么多行（token）时 gate_up 的 GEMV 和 SiLU-mul 分成两个 kernel（合成之前的写法）；
     # 1：全都分开，2：只有一行时合成（几行时也合成之前的写法）
@@ -83,7 +78,6 @@ VARIANTS: dict[str, Variant] = {
     # 几行时 qkv、gate_up 不切 K：qkv 少一个合并部分和的 kernel（gate_up 的那个 kernel 还要做 SiLU）
     "rows-wide-16": Variant(rows_wide=LinearConfig(16, 512, 1, 4, 2, dot=True)),
     "rows-wide-32": Variant(rows_wide=LinearConfig(32, 256, 1, 4, 2, dot=True)),
-    "rows-swap": Variant(swap_rows=True),
     "silu-apart": Variant(silu_apart_from=1),
     "silu-apart-m2": Variant(silu_apart_from=2),
     "silu-16-4w": Variant(gate_silu=LinearConfig(16, 1024, 1, num_warps=4, num_stages=2)),
@@ -120,9 +114,8 @@ def patched(variant: Variant) -> Iterator[None]:
         if variant.gemv_long_k is not None and m == 1 and k > variant.gemv_long_k.block_k:
             return variant.gemv_long_k
         if variant.rows_wide is not None and m > 1 and n > k:
-            return variant.rows_wide._replace(swap=variant.swap_rows)
-        config = pick(m, n, k, num_sms)
-        return config._replace(swap=True) if variant.swap_rows and m > 1 else config
+            return variant.rows_wide
+        return pick(m, n, k, num_sms)
 
     triton_attn.decode_tiles_cuda, triton_linear.pick_config = decode_tiles, pick_config
     if variant.silu_apart_from is not None:

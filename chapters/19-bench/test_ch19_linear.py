@@ -95,8 +95,6 @@ CONFIGS = {
     "sum-split": TL.LinearConfig(**SMALL, split_k=3, dot=False) if TL else None,
     "dot": TL.LinearConfig(**SMALL, split_k=1, dot=True) if TL else None,
     "dot-split": TL.LinearConfig(**SMALL, split_k=4, dot=True) if TL else None,
-    "dot-swap": TL.LinearConfig(**SMALL, split_k=1, dot=True, swap=True) if TL else None,
-    "dot-swap-split": TL.LinearConfig(**SMALL, split_k=4, dot=True, swap=True) if TL else None,
 }
 
 

@@ -74,7 +74,6 @@ class LinearConfig(NamedTuple):
     num_warps: int = 4
     num_stages: int = 1
     dot: bool = False  # True：tl.dot（x 补到 16 行）；False：逐元素乘再求和
-    swap: bool = False  # tl.dot 时 W 在前：W 的 BLOCK_N 行当张量核心的 M 维，x 的 16 行当 N 维
 
 
 @functools.cache
@@ -121,9 +120,9 @@ def _load_k(ptrs, start, rk, K, EVEN_K: tl.constexpr):
 def _linear_kernel(
     X, W, B, Y, P,
     M, N, K, chunk, stride_xm, stride_wn, stride_ym,
-    HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr, DOT: tl.constexpr, SWAP: tl.constexpr,
-    EVEN_K: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, PDL: tl.constexpr,
+    HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr, DOT: tl.constexpr, EVEN_K: tl.constexpr,
+    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PDL: tl.constexpr,
 ):  # fmt: skip
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -136,10 +135,7 @@ def _linear_kernel(
     k0 = pid_k * chunk  # 本段的 K：[k0, k0 + chunk)，chunk 是 BLOCK_K 的整数倍
     w_ptrs = W + w_rows[:, None] * stride_wn + (k0 + rk)[None, :]
     x_ptrs = X + x_rows[:, None] * stride_xm + (k0 + rk)[None, :]
-    if SWAP:
-        acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    else:
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     # 权重和前面的 kernel 无关：依赖启动时先发出第一块权重的读，再等前一个 kernel 写完 x
     if PDL:
         gdc_launch_dependents()
@@ -150,17 +146,13 @@ def _linear_kernel(
         if k > 0:
             w = _load_k(w_ptrs, k0 + k, rk, K, EVEN_K)
         x = _load_k(x_ptrs, k0 + k, rk, K, EVEN_K)
-        if SWAP:
-            acc_t += tl.dot(w, tl.trans(x), input_precision=PRECISION)
-        elif DOT:
+        if DOT:
             acc += tl.dot(x, tl.trans(w), input_precision=PRECISION)
         else:
             prod = x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]
             acc += tl.sum(prod, axis=2)
         w_ptrs += BLOCK_K
         x_ptrs += BLOCK_K
-    if SWAP:
-        acc = tl.trans(acc_t)
     out_mask = (rm < M)[:, None] & (rn < N)[None, :]
     if SPLIT:  # 部分和：P[pid_k, m, n]，由 _splitk_sum_kernel 按段的顺序相加
         p_ptrs = P + pid_k * M * N + rm[:, None] * N + rn[None, :]
@@ -263,8 +255,7 @@ def _launch_gemv(
     _linear_kernel[(triton.cdiv(n, cfg.block_n), triton.cdiv(k, chunk))](
         x, weight, bias if bias is not None else y, y, partial,
         m, n, k, chunk, x.stride(0), weight.stride(0), y.stride(0),
-        HAS_BIAS=bias is not None, SPLIT=to_partial, DOT=cfg.dot, SWAP=cfg.dot and cfg.swap,
-        EVEN_K=k % chunk == 0,
+        HAS_BIAS=bias is not None, SPLIT=to_partial, DOT=cfg.dot, EVEN_K=k % chunk == 0,
         PRECISION=_PRECISION.get(x.dtype, "tf32"),
         BLOCK_M=_DOT_M if cfg.dot else triton.next_power_of_2(m),
         BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,

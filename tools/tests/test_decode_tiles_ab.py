@@ -61,9 +61,6 @@ def test_only_wide_gemv_of_several_rows_gets_the_config() -> None:
         assert linear.pick_config(2, 6144, 1024) == variant.rows_wide
         assert linear.pick_config(1, 4096, 1024) == original(1, 4096, 1024)
         assert linear.pick_config(8, 1024, 2048) == original(8, 1024, 2048)
-    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["rows-swap"]):
-        assert linear.pick_config(8, 1024, 2048) == original(8, 1024, 2048)._replace(swap=True)
-        assert linear.pick_config(1, 1024, 2048) == original(1, 1024, 2048)
     assert linear.pick_config is original
 
 
