@@ -77,7 +77,6 @@ VARIANTS: dict[str, Variant] = {
     "gemv-nosplit-4": Variant(gemv_long_k=LinearConfig(4, 1024, 1, num_warps=2, num_stages=2)),
     # 几行时 qkv、gate_up 不切 K：qkv 少一个合并部分和的 kernel（gate_up 的那个 kernel 还要做 SiLU）
     "rows-wide-16": Variant(rows_wide=LinearConfig(16, 512, 1, 4, 2, dot=True)),
-    "rows-wide-32": Variant(rows_wide=LinearConfig(32, 256, 1, 4, 2, dot=True)),
     "silu-apart": Variant(silu_apart_from=1),
     "silu-apart-m2": Variant(silu_apart_from=2),
     "silu-16-4w": Variant(gate_silu=LinearConfig(16, 1024, 1, num_warps=4, num_stages=2)),

@@ -274,6 +274,8 @@ PRESETS = {
     # 最后一项是 max_extend_tokens，和基准测试的预设一样
     "full": ("models/qwen3-0.6b-shape", "bfloat16", 512, 64, (1, 64, 256), 128, 16384),
     "quick": ("models/tiny-qwen3", "float32", 32, 4, (1, 4), 8, 8192),
+    # 在线 8 个客户端的形状：151 个 token 的提示，batch 1 和 batch 8 的 decode 对着看
+    "batch8": ("models/qwen3-0.6b-shape", "bfloat16", 151, 8, (1, 8), 128, 16384),
 }
 
 
