@@ -64,7 +64,7 @@ class GatedMLP(BaseOP):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # >> ch19
-        if x.is_cuda and self._act_and_mul is silu_and_mul:  # 一个 token 时 ops 用一个 kernel
+        if x.is_cuda and self._act_and_mul is silu_and_mul:  # decode 时 ops 少启动一个 kernel
             gate_up = self.gate_up_proj
             return self.down_proj.forward(linear_silu_and_mul(x, gate_up.weight, gate_up.bias))
 
