@@ -292,8 +292,8 @@ def linear_silu_and_mul(
     """``silu_and_mul(linear(x, weight, bias))``：``weight`` 的前一半行算 gate、后一半算 up。
 
     decode 时（x 只有几行）GPU 上 SiLU 和乘并进 GEMV 的 kernel 里，少启动一个 kernel：一个 token
-    时 GEMV 算出几个 gate 和对应的 up 就地做完，几个 token 时在合并部分和的那一步做。其余情形是
-    上面的两步。"""
+    时 GEMV 算出几个 gate 和对应的 up 就地做完，几个 token 时在合并 K 各段部分和的那一步做。
+    其余情形是上面的两步。"""
     if x.is_cuda and bias is None and _small_m_kernel_fits(x, weight, None):
         return triton_linear.linear_silu_and_mul(x, weight)
     return silu_and_mul(linear(x, weight, bias))

@@ -318,8 +318,9 @@ def linear_silu_and_mul(
     再读回来。``config`` 为 None 时用 ``SILU_CONFIG``；它不切 K、不用 ``tl.dot``。
 
     几行时先照常算 GEMV，只是部分和一律写进 float32 的缓冲（K 不切时也是一段），SiLU 和乘放进
-    合并部分和的那个 kernel：两个 kernel，比分开算少一个，结果和分开算逐位相同。``config`` 是
-    GEMV 的参数，None 时由 ``pick_config`` 按形状挑。"""
+    合并部分和的那个 kernel：一共两个 kernel，结果和分开算逐位相同。K 切段时（decode 的形状都切）
+    比分开算少一个；不切时和分开算一样多。``config`` 是 GEMV 的参数，None 时由 ``pick_config``
+    按形状挑。"""
     m, k = x.shape
     n = weight.shape[0]
     if not 1 <= m <= MAX_M or weight.shape[1] != k or n % 2:
