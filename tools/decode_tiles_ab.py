@@ -166,12 +166,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="小模型、很少的步数，只走一遍流程")
     ap.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=list(VARIANTS))
     ap.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 2, 4])
+    ap.add_argument("--context", type=int, default=512, help="每个请求的上下文长度（token）")
     ap.add_argument("--out", help="结果写到这个 JSON 文件")
     ns = ap.parse_args(argv)
     if ns.check:
         result = run("models/tiny-qwen3", "float32", ns.variants[:2], [1], 16, 4, 1)
     else:
-        result = run("models/qwen3-0.6b-shape", "bfloat16", ns.variants, ns.batch_sizes, 512, 64, 5)
+        result = run(
+            "models/qwen3-0.6b-shape", "bfloat16", ns.variants, ns.batch_sizes, ns.context, 64, 5
+        )
     if ns.out:
         save_results(result, ns.out)
     print(json.dumps(result["ms_per_step"]))
