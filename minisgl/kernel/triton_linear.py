@@ -118,11 +118,11 @@ def _load_k(ptrs, start, rk, K, EVEN_K: tl.constexpr):
 
 @triton.jit(do_not_specialize=["M"])
 def _linear_kernel(
-    X, W, B, Y, P,
+    X, W, B, Y, P, C,
     M, N, K, chunk, stride_xm, stride_wn, stride_ym,
-    HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr, DOT: tl.constexpr, EVEN_K: tl.constexpr,
-    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    PDL: tl.constexpr,
+    HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr, MERGE: tl.constexpr, DOT: tl.constexpr,
+    EVEN_K: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -154,14 +154,43 @@ def _linear_kernel(
         w_ptrs += BLOCK_K
         x_ptrs += BLOCK_K
     out_mask = (rm < M)[:, None] & (rn < N)[None, :]
-    if SPLIT:  # 部分和：P[pid_k, m, n]，由 _splitk_sum_kernel 按段的顺序相加
+    if SPLIT:  # 部分和：P[pid_k, m, n]，按段的顺序相加
         p_ptrs = P + pid_k * M * N + rm[:, None] * N + rn[None, :]
         tl.store(p_ptrs, acc, mask=out_mask)
+        if MERGE:  # 这一块最后写完的那个程序自己合并；否则由 _splitk_sum_kernel 合并
+            _merge_if_last(
+                P, B, Y, C, pid_n, M, N, stride_ym, rm, rn, out_mask, HAS_BIAS, BLOCK_M, BLOCK_N
+            )
     else:
         if HAS_BIAS:
             acc += tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
         y_ptrs = Y + rm[:, None] * stride_ym + rn[None, :]
         tl.store(y_ptrs, acc.to(Y.dtype.element_ty), mask=out_mask)
+
+
+@triton.jit
+def _merge_if_last(
+    P, B, Y, C, pid_n, M, N, stride_ym, rm, rn, out_mask,
+    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """C[pid_n] 数这一块已经写完了几段。先让本程序所有线程的写都发出去（栅栏），再原子地加一：
+    acq_rel 让这些写先于计数被别的程序看见，也让最后一个程序读到别的程序写的部分和。
+    最后一个按段的顺序相加（和 _splitk_sum_kernel 同样的顺序、同样的舍入，结果逐位相同），
+    写出 Y，再把计数清零，留给下一次调用。"""
+    splits = tl.num_programs(1)
+    tl.debug_barrier()
+    done = tl.atomic_add(C + pid_n, 1, sem="acq_rel", scope="gpu")
+    if done == splits - 1:
+        total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for s in range(0, splits):  # 固定的顺序
+            p_ptrs = P + s * M * N + rm[:, None] * N + rn[None, :]
+            # .cg 绕过本 SM 的 L1：别的 SM 写的部分和只在 L2 里是新的
+            total += tl.load(p_ptrs, mask=out_mask, other=0.0, cache_modifier=".cg")
+        if HAS_BIAS:
+            total += tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+        y_ptrs = Y + rm[:, None] * stride_ym + rn[None, :]
+        tl.store(y_ptrs, total.to(Y.dtype.element_ty), mask=out_mask)
+        tl.atomic_xchg(C + pid_n, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -217,8 +246,9 @@ def linear_small_m(
     split = _num_splits(k, cfg)
     y = torch.empty(m, n, device=x.device, dtype=x.dtype)
     partial = torch.empty(split, m, n, device=x.device, dtype=torch.float32) if split > 1 else y
-    _launch_gemv(x, weight, bias, y, partial, cfg, to_partial=split > 1)
-    if split > 1:
+    merge = split > 1 and MERGE_IN_GEMV and triton.cdiv(n, cfg.block_n) <= _MAX_TILES
+    _launch_gemv(x, weight, bias, y, partial, cfg, to_partial=split > 1, merge=merge)
+    if split > 1 and not merge:
         _splitk_sum_kernel[(m, triton.cdiv(n, _SUM_BLOCK))](
             partial, bias if bias is not None else y, y, m, n, y.stride(0),
             SPLIT_K=split, HAS_BIAS=bias is not None, SILU=False, PRECISE=False,
@@ -228,6 +258,15 @@ def linear_small_m(
 
 
 _SUM_BLOCK = 256  # 合并部分和时每个 program 算几个输出：N=1024 时也有 4 个 program
+# 切 K 时由每一块最后写完部分和的程序合并，不再启动 _splitk_sum_kernel（False 时照旧启动它，
+# 给整步的对照用）。计数器每块一个，调用之间都是 0
+MERGE_IN_GEMV = True
+_MAX_TILES = 4096
+
+
+@functools.cache
+def _tile_counters(device: torch.device) -> torch.Tensor:
+    return torch.zeros(_MAX_TILES, dtype=torch.int32, device=device)
 
 
 def _num_splits(k: int, cfg: LinearConfig) -> int:
@@ -247,15 +286,19 @@ def _launch_gemv(
     partial: torch.Tensor,
     cfg: LinearConfig,
     to_partial: bool,
+    merge: bool = False,
 ) -> None:
     """发出 ``_linear_kernel``：``to_partial`` 时每段 K 的 float32 部分和写进 ``partial``
-    （``(段数, M, N)``，不加 bias），否则结果直接写进 ``y``。"""
+    （``(段数, M, N)``，不加 bias），``merge`` 时再由每块最后写完的程序合并进 ``y``（加上 bias）；
+    不切 K 时结果直接写进 ``y``。"""
     (m, k), n = x.shape, weight.shape[0]
     chunk = _chunk(k, cfg)
+    counters = _tile_counters(x.device) if merge else partial
     _linear_kernel[(triton.cdiv(n, cfg.block_n), triton.cdiv(k, chunk))](
-        x, weight, bias if bias is not None else y, y, partial,
+        x, weight, bias if bias is not None else y, y, partial, counters,
         m, n, k, chunk, x.stride(0), weight.stride(0), y.stride(0),
-        HAS_BIAS=bias is not None, SPLIT=to_partial, DOT=cfg.dot, EVEN_K=k % chunk == 0,
+        HAS_BIAS=bias is not None, SPLIT=to_partial, MERGE=merge, DOT=cfg.dot,
+        EVEN_K=k % chunk == 0,
         PRECISION=_PRECISION.get(x.dtype, "tf32"),
         BLOCK_M=_DOT_M if cfg.dot else triton.next_power_of_2(m),
         BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
