@@ -64,6 +64,16 @@ def test_only_wide_gemv_of_several_rows_gets_the_config() -> None:
     assert linear.pick_config is original
 
 
+def test_merge_apart_switches_the_last_program_merge_off_and_back() -> None:
+    linear = decode_tiles_ab.triton_linear
+    assert linear.MERGE_IN_GEMV
+    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["merge-apart"]):
+        assert not linear.MERGE_IN_GEMV
+    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["now"]):
+        assert linear.MERGE_IN_GEMV
+    assert linear.MERGE_IN_GEMV
+
+
 def test_gate_silu_variants_swap_the_fused_kernel_and_put_it_back() -> None:
     """ "silu-apart" 让 ``GatedMLP`` 拆回 GEMV 加 SiLU-mul 两步（结果和合成的一样，CPU 上本来就是
     这两步），"silu-apart-m2" 只拆几行的，一行的仍交给合成的那个；"silu-16-4w" 只换合成 kernel
