@@ -216,17 +216,22 @@ SEVERAL_ROWS = {
 
 @pytest.mark.parametrize("config", list(SEVERAL_ROWS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("m", [2, 5, 16])
+@pytest.mark.parametrize(("m", "inter"), [(2, 40), (5, 40), (16, 40), (3, 48), (16, 48)])
 def test_linear_silu_and_mul_of_several_rows_equals_the_two_kernels(
-    m: int, dtype: torch.dtype, config: str
+    m: int, inter: int, dtype: torch.dtype, config: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """几行时 SiLU 和乘放进合并部分和的 kernel：和先算 GEMV、再单独做 SiLU-mul 的两个 kernel
-    逐位相同（同样的参数，切 K 和不切 K），当然也在精确结果的误差界之内。I、K 都不是块的整数倍。"""
-    x, w, _ = _inputs(m, 2 * 40, 100, dtype, bias=False)
+    """几行时 SiLU 和乘放进合并部分和的那一步：和先算 GEMV、再单独做 SiLU-mul 的两个 kernel
+    逐位相同（同样的参数，切 K 和不切 K），当然也在精确结果的误差界之内。K 不是块的整数倍。
+    I = 48 是块（16）的整数倍，切 K、用 tl.dot 时由最后写完的程序合并，否则由合并的 kernel
+    合并：两种也逐位相同。"""
+    x, w, _ = _inputs(m, 2 * inter, 100, dtype, bias=False)
     cfg = SEVERAL_ROWS[config]
     got = TL.linear_silu_and_mul(x, w, cfg)
     apart = ops.triton_ops.silu_and_mul(TL.linear_small_m(x, w, None, cfg))
     assert torch.equal(got, apart)
+    assert not TL._tile_counters(x.device).any()
+    monkeypatch.setattr(TL, "MERGE_IN_GEMV", False)
+    assert torch.equal(got, TL.linear_silu_and_mul(x, w, cfg))
     _check_fused(got, x, w)
 
 

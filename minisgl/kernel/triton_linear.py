@@ -120,9 +120,9 @@ def _load_k(ptrs, start, rk, K, EVEN_K: tl.constexpr):
 def _linear_kernel(
     X, W, B, Y, P, C,
     M, N, K, chunk, stride_xm, stride_wn, stride_ym,
-    HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr, MERGE: tl.constexpr, DOT: tl.constexpr,
-    EVEN_K: tl.constexpr, PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, PDL: tl.constexpr,
+    HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr, MERGE: tl.constexpr, SILU: tl.constexpr,
+    PRECISE: tl.constexpr, DOT: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -159,7 +159,7 @@ def _linear_kernel(
         tl.store(p_ptrs, acc, mask=out_mask)
         if MERGE:  # 这一块最后写完的那个程序自己合并；否则由 _splitk_sum_kernel 合并
             _merge_if_last(
-                P, B, Y, C, pid_n, M, N, stride_ym, rm, rn, out_mask, HAS_BIAS, BLOCK_M, BLOCK_N
+                P, B, Y, C, pid_n, M, N, stride_ym, HAS_BIAS, SILU, PRECISE, BLOCK_M, BLOCK_N
             )
     else:
         if HAS_BIAS:
@@ -170,27 +170,47 @@ def _linear_kernel(
 
 @triton.jit
 def _merge_if_last(
-    P, B, Y, C, pid_n, M, N, stride_ym, rm, rn, out_mask,
-    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    P, B, Y, C, pid_n, M, N, stride_ym,
+    HAS_BIAS: tl.constexpr, SILU: tl.constexpr, PRECISE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
-    """C[pid_n] 数这一块已经写完了几段。先让本程序所有线程的写都发出去（栅栏），再原子地加一：
-    acq_rel 让这些写先于计数被别的程序看见，也让最后一个程序读到别的程序写的部分和。
+    """计数器 C[块] 数这一块已经写完了几段。先让本程序所有线程的写都发出去（栅栏），再原子地
+    加一：acq_rel 让这些写先于计数被别的程序看见，也让最后一个程序读到别的程序写的部分和。
     最后一个按段的顺序相加（和 _splitk_sum_kernel 同样的顺序、同样的舍入，结果逐位相同），
-    写出 Y，再把计数清零，留给下一次调用。"""
+    写出 Y，再把计数清零，留给下一次调用。SILU 时 N 是 2I：第 j 块 gate 和第 j 块 up（W 的
+    第 I + ... 行）共用一个计数，两边的段都写完了，最后一个程序才做 SiLU 和乘。"""
     splits = tl.num_programs(1)
+    if SILU:
+        half = N // 2
+        tile = pid_n % (tl.num_programs(0) // 2)
+        arrivals = 2 * splits
+    else:
+        half = N
+        tile = pid_n
+        arrivals = splits
     tl.debug_barrier()
-    done = tl.atomic_add(C + pid_n, 1, sem="acq_rel", scope="gpu")
-    if done == splits - 1:
+    done = tl.atomic_add(C + tile, 1, sem="acq_rel", scope="gpu")
+    if done == arrivals - 1:
+        rm = tl.arange(0, BLOCK_M)
+        rn = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+        mask = (rm < M)[:, None] & (rn < half)[None, :]
         total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for s in range(0, splits):  # 固定的顺序
-            p_ptrs = P + s * M * N + rm[:, None] * N + rn[None, :]
+            row = P + s * M * N + rm[:, None] * N
             # .cg 绕过本 SM 的 L1：别的 SM 写的部分和只在 L2 里是新的
-            total += tl.load(p_ptrs, mask=out_mask, other=0.0, cache_modifier=".cg")
+            total += tl.load(row + rn[None, :], mask=mask, other=0.0, cache_modifier=".cg")
+            if SILU:
+                up += tl.load(row + half + rn[None, :], mask=mask, other=0.0, cache_modifier=".cg")
         if HAS_BIAS:
-            total += tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
-        y_ptrs = Y + rm[:, None] * stride_ym + rn[None, :]
-        tl.store(y_ptrs, total.to(Y.dtype.element_ty), mask=out_mask)
-        tl.atomic_xchg(C + pid_n, 0, sem="relaxed", scope="gpu")
+            total += tl.load(B + rn, mask=rn < half, other=0.0).to(tl.float32)[None, :]
+        dtype = Y.dtype.element_ty
+        if SILU:
+            y = silu_mul(total.to(dtype), up.to(dtype), PRECISE)
+        else:
+            y = total.to(dtype)
+        tl.store(Y + rm[:, None] * stride_ym + rn[None, :], y, mask=mask)
+        tl.atomic_xchg(C + tile, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -287,22 +307,25 @@ def _launch_gemv(
     cfg: LinearConfig,
     to_partial: bool,
     merge: bool = False,
+    silu: bool = False,
 ) -> None:
     """发出 ``_linear_kernel``：``to_partial`` 时每段 K 的 float32 部分和写进 ``partial``
-    （``(段数, M, N)``，不加 bias），``merge`` 时再由每块最后写完的程序合并进 ``y``（加上 bias）；
-    不切 K 时结果直接写进 ``y``。"""
+    （``(段数, M, N)``，不加 bias），``merge`` 时再由每块最后写完的程序合并进 ``y``（加上 bias；
+    ``silu`` 时 ``y`` 是 ``(M, N/2)``，合并时做 SiLU 和乘）；不切 K 时结果直接写进 ``y``。"""
     (m, k), n = x.shape, weight.shape[0]
     chunk = _chunk(k, cfg)
     counters = _tile_counters(x.device) if merge else partial
+    # SiLU 里的 exp 不许编译器把乘加合成 FMA（和 _splitk_sum_kernel 一样）；tl.dot 不受影响
+    exact = {"enable_fp_fusion": False} if silu else {}
     _linear_kernel[(triton.cdiv(n, cfg.block_n), triton.cdiv(k, chunk))](
         x, weight, bias if bias is not None else y, y, partial, counters,
         m, n, k, chunk, x.stride(0), weight.stride(0), y.stride(0),
-        HAS_BIAS=bias is not None, SPLIT=to_partial, MERGE=merge, DOT=cfg.dot,
-        EVEN_K=k % chunk == 0,
+        HAS_BIAS=bias is not None, SPLIT=to_partial, MERGE=merge, SILU=silu,
+        PRECISE=x.is_cuda, DOT=cfg.dot, EVEN_K=k % chunk == 0,
         PRECISION=_PRECISION.get(x.dtype, "tf32"),
         BLOCK_M=_DOT_M if cfg.dot else triton.next_power_of_2(m),
         BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **dependent_launch(x),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **exact, **dependent_launch(x),
     )  # fmt: skip
 
 
@@ -393,6 +416,16 @@ def _gemv_then_silu(x: torch.Tensor, weight: torch.Tensor, cfg: LinearConfig) ->
     split = _num_splits(k, cfg)
     y = torch.empty(m, inter, device=x.device, dtype=x.dtype)
     partial = torch.empty(split, m, 2 * inter, device=x.device, dtype=torch.float32)
+    # 最后写完的程序合并时，gate 的一块和 up 的一块要一一对上：I 得是块的整数倍。只用 tl.dot 的
+    # 那几组参数：整个 kernel 关掉了 FMA，逐元素乘加的写法舍入会变
+    if (
+        MERGE_IN_GEMV
+        and cfg.dot
+        and inter % cfg.block_n == 0
+        and inter // cfg.block_n <= _MAX_TILES
+    ):
+        _launch_gemv(x, weight, None, y, partial, cfg, to_partial=True, merge=True, silu=True)
+        return y
     _launch_gemv(x, weight, None, y, partial, cfg, to_partial=True)
     _splitk_sum_kernel[(m, triton.cdiv(inter, _SUM_BLOCK))](
         partial, y, y, m, inter, y.stride(0),
