@@ -17,8 +17,10 @@ o_proj 一次 12.6 µs。这里的 kernel 打开依赖启动（见 ``triton_ops.
   各个 program 重复读它都落在 L2 里。
 - program 要足够多，才能让 H200 的 132 个 SM 都有好几个 program 同时在等显存：N=1024、
   ``BLOCK_N=32`` 只有 32 个，于是再沿 K 切成 ``SPLIT_K`` 段，每段写一份 float32 的部分和，
-  第二个 kernel 按固定的顺序把它们加起来。不用浮点的原子加：加法的顺序固定，每次运行
-  结果逐位相同。多出来的这个 kernel 的启动，依赖启动也藏进了前一个 kernel 里。
+  按固定的顺序加起来。不用浮点的原子加：加法的顺序固定，每次运行结果逐位相同。谁来加：
+  每一块输出有一个整数计数器，每段写完部分和就原子地加一，最后一个写完的程序把这一块的
+  各段按顺序加起来、写出结果，再把计数清零——不用再启动一个合并的 kernel（``_merge_if_last``；
+  ``MERGE_IN_GEMV`` 为 False 时退回那个 kernel，结果一样）。
 - 累加一律在 float32 里做，最后（加上 bias）转回 x 的 dtype。
 
 ``M == 1`` 时乘加用逐元素乘再沿 K 求和；M 更大时用 ``tl.dot``（x 补到 16 行，张量核心的
@@ -26,12 +28,14 @@ o_proj 一次 12.6 µs。这里的 kernel 打开依赖启动（见 ``triton_ops.
 也可以直接传入——GPU 上测出来哪组最好，就改 ``pick_config``。
 
 文件末尾的 ``linear_silu_and_mul`` 是 gate_up 投影连着 SiLU-mul：M = 1 时一个 program 算几个 gate
-和同样位置的几个 up，就地做完激活；M 更大时激活放进合并部分和的那个 kernel。decode 时每层都少
-一个 kernel。
+和同样位置的几个 up，就地做完激活；M 更大时激活放进合并部分和的那一步（第 j 块 gate 和第 j 块
+up 共用一个计数器，两边都写完了才合并）。decode 时每层都少一个 kernel。
 
 这个模块直接 ``import triton``：``ops.py`` 只在装了 triton 时导入它，只在 CUDA 张量上调用它。
 没有 GPU 的机器上测试用 Triton 的解释器调用同样的函数。函数里除了输出和部分和的
-``torch.empty`` 没有别的分配，也不和 CPU 同步，可以录进 CUDA Graph。
+``torch.empty`` 没有别的分配（计数器每个设备一份，第一次调用时建好，之后一直是 0），也不和
+CPU 同步，可以录进 CUDA Graph。计数器一个设备共用：同一个设备上两个流同时跑切 K 的 GEMV 会
+互相踩，引擎的前向只在一个流上。
 """
 
 from __future__ import annotations
