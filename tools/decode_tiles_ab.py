@@ -55,6 +55,7 @@ class Variant:
     silu_apart_from: int | None = None
     store_apart: bool = False  # 写 KV 单独一个 kernel，不在 q/k 的归一化和 RoPE 那个 kernel 里
     merge_apart: bool = False  # 切 K 的部分和另起一个 kernel 合并（不由最后写完的程序合并）
+    kv_wait_first: bool = False  # decode 注意力一开始就等前一个 kernel，不先读以前的 K/V
 
 
 def _attn(splits: int, warps: int, stages: int, exactly_64: bool = False) -> Variant:
@@ -84,6 +85,7 @@ VARIANTS: dict[str, Variant] = {
     "silu-16-4w": Variant(gate_silu=LinearConfig(16, 1024, 1, num_warps=4, num_stages=2)),
     "store-apart": Variant(store_apart=True),
     "merge-apart": Variant(merge_apart=True),
+    "kv-wait-first": Variant(kv_wait_first=True),
 }
 
 
@@ -110,8 +112,12 @@ def patched(variant: Variant) -> Iterator[None]:
         programs = bs * num_kv_heads
         chosen = programs == SMALL if variant.exactly_64 else programs < SMALL
         if variant.attention is not None and chosen:
-            return variant.attention[0], dict(variant.attention[1])
-        return tiles(bs, num_kv_heads)
+            splits, chosen_tiles = variant.attention[0], dict(variant.attention[1])
+        else:
+            splits, chosen_tiles = tiles(bs, num_kv_heads)
+        if variant.kv_wait_first:
+            chosen_tiles["KV_EARLY"] = False
+        return splits, chosen_tiles
 
     def pick_config(m: int, n: int, k: int, num_sms: int = 132) -> LinearConfig:
         if variant.gemv_long_k is not None and m == 1 and k > variant.gemv_long_k.block_k:
