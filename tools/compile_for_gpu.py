@@ -191,13 +191,6 @@ def _calls(dtype: torch.dtype) -> None:
             triton_linear.linear_small_m(randn(m, k_dim), randn(n, k_dim))
         triton_linear.linear_small_m(xs, randn(48, hidden), randn(48))  # 带 bias
         triton_linear.linear_silu_and_mul(xs, randn(2 * 3072, hidden))  # gate_up 连 SiLU-mul
-    # 切 K 的部分和另起一个 kernel 合并：I 不是块的整数倍时（SiLU），和整步对照里的 merge-apart
-    triton_linear.linear_silu_and_mul(randn(8, hidden), randn(2 * 40, hidden))
-    merge_in_gemv, triton_linear.MERGE_IN_GEMV = triton_linear.MERGE_IN_GEMV, False
-    try:
-        triton_linear.linear_small_m(randn(8, 2048), randn(1024, 2048))
-    finally:
-        triton_linear.MERGE_IN_GEMV = merge_in_gemv
     page_table = torch.arange(2 * 16, dtype=torch.int32).view(2, 16)
     rows = torch.tensor([0, 1], dtype=torch.int32)
     pool_k, pool_v = randn(32, hkv, d), randn(32, hkv, d)

@@ -7,8 +7,7 @@
 （o_proj、down 的 GEMV 切不切 K：切了就多一个合并部分和的 kernel），几行、输出比输入宽
 （qkv、gate_up）时 ``pick_config`` 的返回值，M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数，
 或者把它拆回 GEMV 和 SiLU-mul 两个 kernel（全部，或者只有几行时），或者让写 KV 离开 q/k 的
-归一化和 RoPE 那个 kernel、自己一个 kernel，或者让切 K 的部分和另起一个 kernel 合并（而不是由
-每块最后写完的程序合并）。
+归一化和 RoPE 那个 kernel、自己一个 kernel。
 几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移::
 
     python tools/decode_tiles_ab.py --out /tmp/tiles.json
@@ -54,8 +53,6 @@ class Variant:
     # 1：全都分开，2：只有一行时合成（几行时也合成之前的写法）
     silu_apart_from: int | None = None
     store_apart: bool = False  # 写 KV 单独一个 kernel，不在 q/k 的归一化和 RoPE 那个 kernel 里
-    merge_apart: bool = False  # 切 K 的部分和另起一个 kernel 合并（不由最后写完的程序合并）
-    kv_wait_first: bool = False  # decode 注意力一开始就等前一个 kernel，不先读以前的 K/V
 
 
 def _attn(splits: int, warps: int, stages: int, exactly_64: bool = False) -> Variant:
@@ -84,8 +81,6 @@ VARIANTS: dict[str, Variant] = {
     "silu-apart-m2": Variant(silu_apart_from=2),
     "silu-16-4w": Variant(gate_silu=LinearConfig(16, 1024, 1, num_warps=4, num_stages=2)),
     "store-apart": Variant(store_apart=True),
-    "merge-apart": Variant(merge_apart=True),
-    "kv-wait-first": Variant(kv_wait_first=True),
 }
 
 
@@ -106,18 +101,13 @@ def patched(variant: Variant) -> Iterator[None]:
     tiles, pick = triton_attn.decode_tiles_cuda, triton_linear.pick_config
     fused, silu_config = model_utils.linear_silu_and_mul, triton_linear.SILU_CONFIG
     store_inside = TritonAttnBackend.forward_norm_rope
-    merge_in_gemv = triton_linear.MERGE_IN_GEMV
 
     def decode_tiles(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
         programs = bs * num_kv_heads
         chosen = programs == SMALL if variant.exactly_64 else programs < SMALL
         if variant.attention is not None and chosen:
-            splits, chosen_tiles = variant.attention[0], dict(variant.attention[1])
-        else:
-            splits, chosen_tiles = tiles(bs, num_kv_heads)
-        if variant.kv_wait_first:
-            chosen_tiles["KV_EARLY"] = False
-        return splits, chosen_tiles
+            return variant.attention[0], dict(variant.attention[1])
+        return tiles(bs, num_kv_heads)
 
     def pick_config(m: int, n: int, k: int, num_sms: int = 132) -> LinearConfig:
         if variant.gemv_long_k is not None and m == 1 and k > variant.gemv_long_k.block_k:
@@ -130,7 +120,6 @@ def patched(variant: Variant) -> Iterator[None]:
     if variant.silu_apart_from is not None:
         model_utils.linear_silu_and_mul = _silu_apart(variant.silu_apart_from, fused)
     triton_linear.SILU_CONFIG = variant.gate_silu or silu_config
-    triton_linear.MERGE_IN_GEMV = merge_in_gemv and not variant.merge_apart
     if variant.store_apart:  # 基类的写法：归一化和 RoPE 一个 kernel，写 KV 另一个
         TritonAttnBackend.forward_norm_rope = BaseAttnBackend.forward_norm_rope  # type: ignore[method-assign]
     try:
@@ -139,7 +128,6 @@ def patched(variant: Variant) -> Iterator[None]:
         triton_attn.decode_tiles_cuda, triton_linear.pick_config = tiles, pick
         model_utils.linear_silu_and_mul, triton_linear.SILU_CONFIG = fused, silu_config
         TritonAttnBackend.forward_norm_rope = store_inside  # type: ignore[method-assign]
-        triton_linear.MERGE_IN_GEMV = merge_in_gemv
 
 
 def run(

@@ -17,10 +17,8 @@ o_proj 一次 12.6 µs。这里的 kernel 打开依赖启动（见 ``triton_ops.
   各个 program 重复读它都落在 L2 里。
 - program 要足够多，才能让 H200 的 132 个 SM 都有好几个 program 同时在等显存：N=1024、
   ``BLOCK_N=32`` 只有 32 个，于是再沿 K 切成 ``SPLIT_K`` 段，每段写一份 float32 的部分和，
-  按固定的顺序加起来。不用浮点的原子加：加法的顺序固定，每次运行结果逐位相同。谁来加：
-  每一块输出有一个整数计数器，每段写完部分和就原子地加一，最后一个写完的程序把这一块的
-  各段按顺序加起来、写出结果，再把计数清零——不用再启动一个合并的 kernel（``_merge_if_last``；
-  ``MERGE_IN_GEMV`` 为 False 时退回那个 kernel，结果一样）。
+  第二个 kernel 按固定的顺序把它们加起来。不用浮点的原子加：加法的顺序固定，每次运行
+  结果逐位相同。多出来的这个 kernel 的启动，依赖启动也藏进了前一个 kernel 里。
 - 累加一律在 float32 里做，最后（加上 bias）转回 x 的 dtype。
 
 ``M == 1`` 时乘加用逐元素乘再沿 K 求和；M 更大时用 ``tl.dot``（x 补到 16 行，张量核心的
@@ -28,14 +26,12 @@ o_proj 一次 12.6 µs。这里的 kernel 打开依赖启动（见 ``triton_ops.
 也可以直接传入——GPU 上测出来哪组最好，就改 ``pick_config``。
 
 文件末尾的 ``linear_silu_and_mul`` 是 gate_up 投影连着 SiLU-mul：M = 1 时一个 program 算几个 gate
-和同样位置的几个 up，就地做完激活；M 更大时激活放进合并部分和的那一步（第 j 块 gate 和第 j 块
-up 共用一个计数器，两边都写完了才合并）。decode 时每层都少一个 kernel。
+和同样位置的几个 up，就地做完激活；M 更大时激活放进合并部分和的那个 kernel。decode 时每层都少
+一个 kernel。
 
 这个模块直接 ``import triton``：``ops.py`` 只在装了 triton 时导入它，只在 CUDA 张量上调用它。
 没有 GPU 的机器上测试用 Triton 的解释器调用同样的函数。函数里除了输出和部分和的
-``torch.empty`` 没有别的分配（计数器每个设备一份，第一次调用时建好，之后一直是 0），也不和
-CPU 同步，可以录进 CUDA Graph。计数器一个设备共用：同一个设备上两个流同时跑切 K 的 GEMV 会
-互相踩，引擎的前向只在一个流上。
+``torch.empty`` 没有别的分配，也不和 CPU 同步，可以录进 CUDA Graph。
 """
 
 from __future__ import annotations
@@ -122,11 +118,11 @@ def _load_k(ptrs, start, rk, K, EVEN_K: tl.constexpr):
 
 @triton.jit(do_not_specialize=["M"])
 def _linear_kernel(
-    X, W, B, Y, P, C,
+    X, W, B, Y, P,
     M, N, K, chunk, stride_xm, stride_wn, stride_ym,
-    HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr, MERGE: tl.constexpr, SILU: tl.constexpr,
-    PRECISE: tl.constexpr, DOT: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr,
+    HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr, DOT: tl.constexpr, EVEN_K: tl.constexpr,
+    PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PDL: tl.constexpr,
 ):  # fmt: skip
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -158,63 +154,14 @@ def _linear_kernel(
         w_ptrs += BLOCK_K
         x_ptrs += BLOCK_K
     out_mask = (rm < M)[:, None] & (rn < N)[None, :]
-    if SPLIT:  # 部分和：P[pid_k, m, n]，按段的顺序相加
+    if SPLIT:  # 部分和：P[pid_k, m, n]，由 _splitk_sum_kernel 按段的顺序相加
         p_ptrs = P + pid_k * M * N + rm[:, None] * N + rn[None, :]
         tl.store(p_ptrs, acc, mask=out_mask)
-        if MERGE:  # 这一块最后写完的那个程序自己合并；否则由 _splitk_sum_kernel 合并
-            _merge_if_last(
-                P, B, Y, C, pid_n, M, N, stride_ym, HAS_BIAS, SILU, PRECISE, BLOCK_M, BLOCK_N
-            )
     else:
         if HAS_BIAS:
             acc += tl.load(B + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
         y_ptrs = Y + rm[:, None] * stride_ym + rn[None, :]
         tl.store(y_ptrs, acc.to(Y.dtype.element_ty), mask=out_mask)
-
-
-@triton.jit
-def _merge_if_last(
-    P, B, Y, C, pid_n, M, N, stride_ym,
-    HAS_BIAS: tl.constexpr, SILU: tl.constexpr, PRECISE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-):  # fmt: skip
-    """计数器 C[块] 数这一块已经写完了几段。先让本程序所有线程的写都发出去（栅栏），再原子地
-    加一：acq_rel 让这些写先于计数被别的程序看见，也让最后一个程序读到别的程序写的部分和。
-    最后一个按段的顺序相加（和 _splitk_sum_kernel 同样的顺序、同样的舍入，结果逐位相同），
-    写出 Y，再把计数清零，留给下一次调用。SILU 时 N 是 2I：第 j 块 gate 和第 j 块 up（W 的
-    第 I + ... 行）共用一个计数，两边的段都写完了，最后一个程序才做 SiLU 和乘。"""
-    splits = tl.num_programs(1)
-    if SILU:
-        half = N // 2
-        tile = pid_n % (tl.num_programs(0) // 2)
-        arrivals = 2 * splits
-    else:
-        half = N
-        tile = pid_n
-        arrivals = splits
-    tl.debug_barrier()
-    done = tl.atomic_add(C + tile, 1, sem="acq_rel", scope="gpu")
-    if done == arrivals - 1:
-        rm = tl.arange(0, BLOCK_M)
-        rn = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-        mask = (rm < M)[:, None] & (rn < half)[None, :]
-        total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for s in range(0, splits):  # 固定的顺序
-            row = P + s * M * N + rm[:, None] * N
-            # .cg 绕过本 SM 的 L1：别的 SM 写的部分和只在 L2 里是新的
-            total += tl.load(row + rn[None, :], mask=mask, other=0.0, cache_modifier=".cg")
-            if SILU:
-                up += tl.load(row + half + rn[None, :], mask=mask, other=0.0, cache_modifier=".cg")
-        if HAS_BIAS:
-            total += tl.load(B + rn, mask=rn < half, other=0.0).to(tl.float32)[None, :]
-        dtype = Y.dtype.element_ty
-        if SILU:
-            y = silu_mul(total.to(dtype), up.to(dtype), PRECISE)
-        else:
-            y = total.to(dtype)
-        tl.store(Y + rm[:, None] * stride_ym + rn[None, :], y, mask=mask)
-        tl.atomic_xchg(C + tile, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -270,9 +217,8 @@ def linear_small_m(
     split = _num_splits(k, cfg)
     y = torch.empty(m, n, device=x.device, dtype=x.dtype)
     partial = torch.empty(split, m, n, device=x.device, dtype=torch.float32) if split > 1 else y
-    merge = split > 1 and MERGE_IN_GEMV and triton.cdiv(n, cfg.block_n) <= _MAX_TILES
-    _launch_gemv(x, weight, bias, y, partial, cfg, to_partial=split > 1, merge=merge)
-    if split > 1 and not merge:
+    _launch_gemv(x, weight, bias, y, partial, cfg, to_partial=split > 1)
+    if split > 1:
         _splitk_sum_kernel[(m, triton.cdiv(n, _SUM_BLOCK))](
             partial, bias if bias is not None else y, y, m, n, y.stride(0),
             SPLIT_K=split, HAS_BIAS=bias is not None, SILU=False, PRECISE=False,
@@ -282,15 +228,6 @@ def linear_small_m(
 
 
 _SUM_BLOCK = 256  # 合并部分和时每个 program 算几个输出：N=1024 时也有 4 个 program
-# 切 K 时由每一块最后写完部分和的程序合并，不再启动 _splitk_sum_kernel（False 时照旧启动它，
-# 给整步的对照用）。计数器每块一个，调用之间都是 0
-MERGE_IN_GEMV = True
-_MAX_TILES = 4096
-
-
-@functools.cache
-def _tile_counters(device: torch.device) -> torch.Tensor:
-    return torch.zeros(_MAX_TILES, dtype=torch.int32, device=device)
 
 
 def _num_splits(k: int, cfg: LinearConfig) -> int:
@@ -310,26 +247,19 @@ def _launch_gemv(
     partial: torch.Tensor,
     cfg: LinearConfig,
     to_partial: bool,
-    merge: bool = False,
-    silu: bool = False,
 ) -> None:
     """发出 ``_linear_kernel``：``to_partial`` 时每段 K 的 float32 部分和写进 ``partial``
-    （``(段数, M, N)``，不加 bias），``merge`` 时再由每块最后写完的程序合并进 ``y``（加上 bias；
-    ``silu`` 时 ``y`` 是 ``(M, N/2)``，合并时做 SiLU 和乘）；不切 K 时结果直接写进 ``y``。"""
+    （``(段数, M, N)``，不加 bias），否则结果直接写进 ``y``。"""
     (m, k), n = x.shape, weight.shape[0]
     chunk = _chunk(k, cfg)
-    counters = _tile_counters(x.device) if merge else partial
-    # SiLU 里的 exp 不许编译器把乘加合成 FMA（和 _splitk_sum_kernel 一样）；tl.dot 不受影响
-    exact = {"enable_fp_fusion": False} if silu else {}
     _linear_kernel[(triton.cdiv(n, cfg.block_n), triton.cdiv(k, chunk))](
-        x, weight, bias if bias is not None else y, y, partial, counters,
+        x, weight, bias if bias is not None else y, y, partial,
         m, n, k, chunk, x.stride(0), weight.stride(0), y.stride(0),
-        HAS_BIAS=bias is not None, SPLIT=to_partial, MERGE=merge, SILU=silu,
-        PRECISE=x.is_cuda, DOT=cfg.dot, EVEN_K=k % chunk == 0,
+        HAS_BIAS=bias is not None, SPLIT=to_partial, DOT=cfg.dot, EVEN_K=k % chunk == 0,
         PRECISION=_PRECISION.get(x.dtype, "tf32"),
         BLOCK_M=_DOT_M if cfg.dot else triton.next_power_of_2(m),
         BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **exact, **dependent_launch(x),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **dependent_launch(x),
     )  # fmt: skip
 
 
@@ -420,16 +350,6 @@ def _gemv_then_silu(x: torch.Tensor, weight: torch.Tensor, cfg: LinearConfig) ->
     split = _num_splits(k, cfg)
     y = torch.empty(m, inter, device=x.device, dtype=x.dtype)
     partial = torch.empty(split, m, 2 * inter, device=x.device, dtype=torch.float32)
-    # 最后写完的程序合并时，gate 的一块和 up 的一块要一一对上：I 得是块的整数倍。只用 tl.dot 的
-    # 那几组参数：整个 kernel 关掉了 FMA，逐元素乘加的写法舍入会变
-    if (
-        MERGE_IN_GEMV
-        and cfg.dot
-        and inter % cfg.block_n == 0
-        and inter // cfg.block_n <= _MAX_TILES
-    ):
-        _launch_gemv(x, weight, None, y, partial, cfg, to_partial=True, merge=True, silu=True)
-        return y
     _launch_gemv(x, weight, None, y, partial, cfg, to_partial=True)
     _splitk_sum_kernel[(m, triton.cdiv(inter, _SUM_BLOCK))](
         partial, y, y, m, inter, y.stride(0),

@@ -64,25 +64,6 @@ def test_only_wide_gemv_of_several_rows_gets_the_config() -> None:
     assert linear.pick_config is original
 
 
-def test_merge_apart_switches_the_last_program_merge_off_and_back() -> None:
-    linear = decode_tiles_ab.triton_linear
-    assert linear.MERGE_IN_GEMV
-    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["merge-apart"]):
-        assert not linear.MERGE_IN_GEMV
-    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["now"]):
-        assert linear.MERGE_IN_GEMV
-    assert linear.MERGE_IN_GEMV
-
-
-def test_kv_wait_first_only_adds_the_switch_to_the_chosen_tiles() -> None:
-    original = triton_attn.decode_tiles_cuda
-    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["kv-wait-first"]):
-        for bs in (1, 8, 256):
-            splits, tiles = original(bs, 8)
-            assert triton_attn.decode_tiles_cuda(bs, 8) == (splits, {**tiles, "KV_EARLY": False})
-    assert triton_attn.decode_tiles_cuda is original
-
-
 def test_gate_silu_variants_swap_the_fused_kernel_and_put_it_back() -> None:
     """ "silu-apart" 让 ``GatedMLP`` 拆回 GEMV 加 SiLU-mul 两步（结果和合成的一样，CPU 上本来就是
     这两步），"silu-apart-m2" 只拆几行的，一行的仍交给合成的那个；"silu-16-4w" 只换合成 kernel
