@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import decode_tiles_ab  # noqa: E402
@@ -125,3 +126,43 @@ def test_check_runs_each_variant_there_and_back(
     ms = json.loads(out.read_text())["ms_per_step"]
     assert set(ms) == {"now", "gemv-nosplit-8"} and all(len(rows) == 2 for rows in ms.values())
     assert all(v > 0 for rows in ms.values() for row in rows for v in row.values())
+
+
+def _decode_once() -> torch.Tensor:
+    """CPU 上（Triton 解释器）跑一次 decode 注意力：两个请求，长度跨几块、几段。"""
+    gen = torch.Generator().manual_seed(0)
+    slots, kv_heads, group, dim = 160, 2, 2, 32
+    k_pool = torch.randn(slots, kv_heads, dim, generator=gen)
+    v_pool = torch.randn(slots, kv_heads, dim, generator=gen)
+    q = torch.randn(2, kv_heads * group, dim, generator=gen)
+    page_table = torch.randperm(slots, generator=gen).view(2, 80).to(torch.int32)
+    rows = torch.tensor([1, 0], dtype=torch.int32)
+    kv_lens = torch.tensor([37, 70], dtype=torch.int32)
+    return triton_attn.decode_attention(q, k_pool, v_pool, page_table, rows, kv_lens)
+
+
+def test_kv_wait_first_and_attention_from_file_swap_the_kernel_and_put_it_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ "kv-wait-first" 启动同一个 kernel、多给 ``KV_EARLY=False``；"attention-from-file" 换成
+    另一个文件里的 kernel（这里拿同一个文件，结果逐位相同）。退出时都换回原来的 kernel。"""
+    kernel = triton_attn._decode_partial_kernel
+    expected = _decode_once()
+    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["kv-wait-first"]):
+        swapped = triton_attn._decode_partial_kernel
+        assert isinstance(swapped, decode_tiles_ab.WithConstants)
+        assert swapped.kernel is kernel and swapped.constants == {"KV_EARLY": False}
+        assert torch.equal(_decode_once(), expected)
+    assert triton_attn._decode_partial_kernel is kernel
+    with pytest.raises(ValueError, match="--attention-from"):
+        with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["attention-from-file"]):
+            pass
+    assert triton_attn._decode_partial_kernel is kernel
+    assert triton_attn.decode_tiles_cuda.__module__ == triton_attn.__name__
+    source = REPO / "minisgl" / "attention" / "triton_kernels.py"
+    monkeypatch.setattr(decode_tiles_ab, "ATTENTION_FILE", str(source))
+    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["attention-from-file"]):
+        loaded = triton_attn._decode_partial_kernel
+        assert loaded is not kernel and loaded.fn.__module__ == "attention_from_file"
+        assert torch.equal(_decode_once(), expected)
+    assert triton_attn._decode_partial_kernel is kernel
