@@ -7,9 +7,8 @@
 （o_proj、down 的 GEMV 切不切 K：切了就多一个合并部分和的 kernel），几行、输出比输入宽
 （qkv、gate_up）时 ``pick_config`` 的返回值，M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数，
 或者把它拆回 GEMV 和 SiLU-mul 两个 kernel（全部，或者只有几行时），或者让写 KV 离开 q/k 的
-归一化和 RoPE 那个 kernel、自己一个 kernel，或者让 decode 注意力一开始就等前一个 kernel
-（``kv-wait-first``，不先读以前的 K/V），或者换用另一个文件里的 decode 注意力 kernel
-（``--attention-from``，比如旧版本的 ``triton_kernels.py``：``git show REV:路径 > 文件``）。
+归一化和 RoPE 那个 kernel、自己一个 kernel，或者换用另一个文件里的 decode 注意力 kernel
+（``--attention-from``，比如别的版本的 ``triton_kernels.py``：``git show REV:路径 > 文件``）。
 几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移::
 
     python tools/decode_tiles_ab.py --out /tmp/tiles.json
@@ -56,7 +55,6 @@ class Variant:
     # 1：全都分开，2：只有一行时合成（几行时也合成之前的写法）
     silu_apart_from: int | None = None
     store_apart: bool = False  # 写 KV 单独一个 kernel，不在 q/k 的归一化和 RoPE 那个 kernel 里
-    kv_wait_first: bool = False  # decode 注意力一开始就等前一个 kernel（KV_EARLY=False）
     attention_from_file: bool = False  # decode 注意力的 partial kernel 取自 --attention-from 的文件
 
 
@@ -86,7 +84,6 @@ VARIANTS: dict[str, Variant] = {
     "silu-apart-m2": Variant(silu_apart_from=2),
     "silu-16-4w": Variant(gate_silu=LinearConfig(16, 1024, 1, num_warps=4, num_stages=2)),
     "store-apart": Variant(store_apart=True),
-    "kv-wait-first": Variant(kv_wait_first=True),
     "attention-from-file": Variant(attention_from_file=True),
 }
 
@@ -103,17 +100,6 @@ def _silu_apart(rows: int, fused: Any) -> Any:
 
 
 ATTENTION_FILE: str | None = None  # --attention-from 给的文件
-
-
-class WithConstants:
-    """``kernel[grid](...)`` 时多给几个常量参数（比如 ``KV_EARLY=False``）。"""
-
-    def __init__(self, kernel: Any, **constants: Any) -> None:
-        self.kernel, self.constants = kernel, constants
-
-    def __getitem__(self, grid: Any) -> Any:
-        launch = self.kernel[grid]
-        return lambda *args, **kwargs: launch(*args, **kwargs, **self.constants)
 
 
 def load_attention_kernel(path: str) -> Any:
@@ -156,8 +142,6 @@ def patched(variant: Variant) -> Iterator[None]:
     triton_linear.SILU_CONFIG = variant.gate_silu or silu_config
     if variant.store_apart:  # 基类的写法：归一化和 RoPE 一个 kernel，写 KV 另一个
         TritonAttnBackend.forward_norm_rope = BaseAttnBackend.forward_norm_rope  # type: ignore[method-assign]
-    if variant.kv_wait_first:
-        triton_attn._decode_partial_kernel = WithConstants(partial, KV_EARLY=False)
     if variant.attention_from_file:
         triton_attn._decode_partial_kernel = load_attention_kernel(ATTENTION_FILE)
     try:

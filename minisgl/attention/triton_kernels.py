@@ -14,11 +14,7 @@ __all__ = ["_decode_partial_kernel", "_decode_reduce_kernel", "_extend_kernel"]
 
 
 # >> ch19
-from minisgl.kernel.triton_ops import (  # 依赖启动（第 19 章）
-    dependent_start,
-    gdc_launch_dependents,
-    gdc_wait,
-)
+from minisgl.kernel.triton_ops import dependent_start  # 依赖启动（第 19 章）
 
 
 # << ch19
@@ -121,14 +117,10 @@ def _decode_partial_kernel(
     NUM_SPLITS: tl.constexpr, IEEE: tl.constexpr,
     # >> ch19
     PDL: tl.constexpr = False,  # 依赖启动（第 19 章）
-    KV_EARLY: tl.constexpr = True,  # 依赖启动时先读以前的 K/V 再等；False：一开始就等（对照用）
     # << ch19
 ):  # fmt: skip
     # >> ch19
-    if PDL:
-        gdc_launch_dependents()
-        if not KV_EARLY:
-            gdc_wait()
+    dependent_start(PDL)
     # << ch19
     b = tl.program_id(0)
     kvh = tl.program_id(1)
@@ -144,52 +136,17 @@ def _decode_partial_kernel(
     offs_d = tl.arange(0, D)
     g_mask = offs_g < GROUP
     heads = kvh * GROUP + offs_g
-    # ~~ ch18 < ch19
-    # ~ q = tl.load(Q + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],
-    # ~             mask=g_mask[:, None], other=0.0)  # fmt: skip
-    # ~~
+    q = tl.load(Q + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],
+                mask=g_mask[:, None], other=0.0)  # fmt: skip
     m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
     l_i = tl.zeros([GROUP_PAD], tl.float32)
     acc = tl.zeros([GROUP_PAD, D], tl.float32)
-    # >> ch19
-    # 第一块在循环之前读（第 19 章）。页表、行号、长度是主机在这一步之前写好的，这个请求以前的
-    # K/V 是以前的步写的：依赖启动时这些在等前一个 kernel 之前就读，读显存的那一下藏进前一个
-    # kernel 里。只有最后一个 token（这一步的新 token）的 K/V 是前面的 kernel 刚写的：它只有
-    # 一行 D 个数，等完再读，用 where 放进块里
-    offs_n = start + tl.arange(0, BLOCK_N)
-    n_mask = offs_n < end
-    slot = tl.load(PT + row * stride_pt + offs_n, mask=n_mask, other=0).to(tl.int64)
-    kv_offs = slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :]
-    old = (offs_n < kv_len - 1)[:, None]
-    k = tl.load(K + kv_offs, mask=old, other=0.0)
-    v = tl.load(V + kv_offs, mask=old, other=0.0)
-    last_slot = tl.load(PT + row * stride_pt + kv_len - 1).to(tl.int64)
-    last = last_slot * stride_kt + kvh * stride_kh + offs_d
-    if PDL and KV_EARLY:
-        gdc_wait()
-    is_new = (offs_n == kv_len - 1)[:, None]
-    k = tl.where(is_new, tl.load(K + last)[None, :], k)
-    v = tl.where(is_new, tl.load(V + last)[None, :], v)
-    q = tl.load(Q + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],
-                mask=g_mask[:, None], other=0.0)  # fmt: skip
-    # << ch19
     for n in range(start, end, BLOCK_N):
-        # ~~ ch18 < ch19
-        # ~ offs_n = n + tl.arange(0, BLOCK_N)
-        # ~ n_mask = offs_n < end
-        # ~ slot = tl.load(PT + row * stride_pt + offs_n, mask=n_mask, other=0).to(tl.int64)
-        # ~ k = tl.load(K + slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
-        # ~             mask=n_mask[:, None], other=0.0)  # fmt: skip
-        # ~~
-        # >> ch19
-        if n > start:  # 第一块在循环之前读过了
-            offs_n = n + tl.arange(0, BLOCK_N)
-            n_mask = offs_n < end
-            slot = tl.load(PT + row * stride_pt + offs_n, mask=n_mask, other=0).to(tl.int64)
-            kv_offs = slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :]
-            k = tl.load(K + kv_offs, mask=n_mask[:, None], other=0.0)
-            v = tl.load(V + kv_offs, mask=n_mask[:, None], other=0.0)
-        # << ch19
+        offs_n = n + tl.arange(0, BLOCK_N)
+        n_mask = offs_n < end
+        slot = tl.load(PT + row * stride_pt + offs_n, mask=n_mask, other=0).to(tl.int64)
+        k = tl.load(K + slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
+                    mask=n_mask[:, None], other=0.0)  # fmt: skip
         if IEEE:
             s = tl.dot(q, tl.trans(k), input_precision="ieee")
         else:
@@ -198,10 +155,8 @@ def _decode_partial_kernel(
         m_new = tl.maximum(m_i, tl.max(s, 1))
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m_i - m_new)
-        # ~~ ch18 < ch19
-        # ~ v = tl.load(V + slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
-        # ~             mask=n_mask[:, None], other=0.0)  # fmt: skip
-        # ~~
+        v = tl.load(V + slot[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
+                    mask=n_mask[:, None], other=0.0)  # fmt: skip
         l_i = l_i * alpha + tl.sum(p, 1)
         if IEEE:
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")

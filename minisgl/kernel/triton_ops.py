@@ -73,8 +73,7 @@ def dependent_launch(x: torch.Tensor) -> dict[str, bool]:
 
     规矩只有一条：打开了它的 kernel，读写前一个 kernel 碰过的内存之前必须先 ``gdc_wait``。
     前一个 kernel 自己也可能还没等到它的前一个，所以等之前只能读这一步里没有 kernel 写的东西：
-    权重、主机在这一步之前写好的元数据、以前的步写好的 K/V。这里的 kernel 大多在开头等，线性层
-    在读第一块权重之后，decode 注意力在读第一块里以前的 K/V 之后（见 ``triton_kernels.py``）。
+    权重、主机在这一步之前写好的元数据。这里的 kernel 都在开头（线性层在读第一块权重之后）等。
 
     只在录 decode 的 CUDA Graph 时打开：好处全在 decode 那串几微秒的小 kernel 上；prefill 是大
     kernel，前一个还没算完，下一个的程序就占着 SM 空等，H200 上 prefill 反而慢 4～8 %——所以不录图

@@ -141,19 +141,13 @@ def _decode_once() -> torch.Tensor:
     return triton_attn.decode_attention(q, k_pool, v_pool, page_table, rows, kv_lens)
 
 
-def test_kv_wait_first_and_attention_from_file_swap_the_kernel_and_put_it_back(
+def test_attention_from_file_swaps_the_kernel_and_puts_it_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """ "kv-wait-first" 启动同一个 kernel、多给 ``KV_EARLY=False``；"attention-from-file" 换成
-    另一个文件里的 kernel（这里拿同一个文件，结果逐位相同）。退出时都换回原来的 kernel。"""
+    """ "attention-from-file" 换成另一个文件里的 decode 注意力 kernel（这里拿同一个文件，结果
+    逐位相同）；没给文件时先报错、什么也不换。退出时换回原来的 kernel。"""
     kernel = triton_attn._decode_partial_kernel
     expected = _decode_once()
-    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["kv-wait-first"]):
-        swapped = triton_attn._decode_partial_kernel
-        assert isinstance(swapped, decode_tiles_ab.WithConstants)
-        assert swapped.kernel is kernel and swapped.constants == {"KV_EARLY": False}
-        assert torch.equal(_decode_once(), expected)
-    assert triton_attn._decode_partial_kernel is kernel
     with pytest.raises(ValueError, match="--attention-from"):
         with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["attention-from-file"]):
             pass
