@@ -9,12 +9,13 @@
 或者把它拆回 GEMV 和 SiLU-mul 两个 kernel（全部，或者只有几行时），或者让写 KV 离开 q/k 的
 归一化和 RoPE 那个 kernel、自己一个 kernel，或者换用另一个文件里的 decode 注意力 kernel
 （``--attention-from``，比如别的版本的 ``triton_kernels.py``：``git show REV:路径 > 文件``）。
-几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移::
+几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移；``--context`` 换每个请求的
+上下文长度（默认 512）::
 
     python tools/decode_tiles_ab.py --out /tmp/tiles.json
 
 没有 GPU 时 ``--check`` 用内嵌的小模型、很少的步数把流程走一遍（CPU 上不走这两个函数，量出的
-数没有意义），只说明脚本能跑、跑完换回了原来的函数。
+数没有意义），只说明脚本能跑、跑完换回了原来的函数；它不看 ``--context``，上下文固定 16 个 token。
 """
 
 from __future__ import annotations
