@@ -160,3 +160,18 @@ def test_attention_from_file_swaps_the_kernel_and_puts_it_back(
         assert loaded is not kernel and loaded.fn.__module__ == "attention_from_file"
         assert torch.equal(_decode_once(), expected)
     assert triton_attn._decode_partial_kernel is kernel
+
+
+def test_attention_from_adds_its_variant_to_the_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--attention-from 文件`` 自动多量一组 "attention-from-file"，来回各一遍。"""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(decode_tiles_ab, "ATTENTION_FILE", None)
+    source = REPO / "minisgl" / "attention" / "triton_kernels.py"
+    out = tmp_path / "from-file.json"
+    argv = ["--check", "--variants", "now", "--attention-from", str(source), "--out", str(out)]
+    assert decode_tiles_ab.main(argv) == 0
+    ms = json.loads(out.read_text())["ms_per_step"]
+    assert set(ms) == {"now", "attention-from-file"} and all(len(r) == 2 for r in ms.values())
+    assert triton_attn._decode_partial_kernel.fn.__module__ == "minisgl.attention.triton_kernels"
