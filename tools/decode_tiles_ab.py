@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import importlib.util
 import json
@@ -56,7 +57,7 @@ class Variant:
     # 1：全都分开，2：只有一行时合成（几行时也合成之前的写法）
     silu_apart_from: int | None = None
     store_apart: bool = False  # 写 KV 单独一个 kernel，不在 q/k 的归一化和 RoPE 那个 kernel 里
-    attention_from_file: bool = False  # decode 注意力的 partial kernel 取自 --attention-from 的文件
+    attention_from: str | None = None  # decode 注意力的 partial kernel 取自这个文件
 
 
 def _attn(splits: int, warps: int, stages: int, exactly_64: bool = False) -> Variant:
@@ -85,7 +86,6 @@ VARIANTS: dict[str, Variant] = {
     "silu-apart-m2": Variant(silu_apart_from=2),
     "silu-16-4w": Variant(gate_silu=LinearConfig(16, 1024, 1, num_warps=4, num_stages=2)),
     "store-apart": Variant(store_apart=True),
-    "attention-from-file": Variant(attention_from_file=True),
 }
 
 
@@ -100,9 +100,7 @@ def _silu_apart(rows: int, fused: Any) -> Any:
     return linear_silu_and_mul
 
 
-ATTENTION_FILE: str | None = None  # --attention-from 给的文件
-
-
+@functools.cache
 def load_attention_kernel(path: str) -> Any:
     """另一个 ``triton_kernels.py`` 里的 ``_decode_partial_kernel``：参数要和现在的调用对得上。"""
     spec = importlib.util.spec_from_file_location("attention_from_file", path)
@@ -116,8 +114,6 @@ def load_attention_kernel(path: str) -> Any:
 @contextmanager
 def patched(variant: Variant) -> Iterator[None]:
     """``variant`` 里给了的那几样换掉，别的形状、别的批大小照旧；退出时换回原来的函数。"""
-    if variant.attention_from_file and ATTENTION_FILE is None:
-        raise ValueError("variant attention-from-file needs --attention-from FILE")
     tiles, pick = triton_attn.decode_tiles_cuda, triton_linear.pick_config
     fused, silu_config = model_utils.linear_silu_and_mul, triton_linear.SILU_CONFIG
     store_inside = TritonAttnBackend.forward_norm_rope
@@ -143,8 +139,8 @@ def patched(variant: Variant) -> Iterator[None]:
     triton_linear.SILU_CONFIG = variant.gate_silu or silu_config
     if variant.store_apart:  # 基类的写法：归一化和 RoPE 一个 kernel，写 KV 另一个
         TritonAttnBackend.forward_norm_rope = BaseAttnBackend.forward_norm_rope  # type: ignore[method-assign]
-    if variant.attention_from_file:
-        triton_attn._decode_partial_kernel = load_attention_kernel(ATTENTION_FILE)
+    if variant.attention_from is not None:
+        triton_attn._decode_partial_kernel = load_attention_kernel(variant.attention_from)
     try:
         yield
     finally:
@@ -155,14 +151,15 @@ def patched(variant: Variant) -> Iterator[None]:
 
 
 def run(
-    model: str, dtype: str, names: list[str], batch_sizes: list[int], context: int, steps: int,
-    runs: int,
+    model: str, dtype: str, variants: dict[str, Variant], batch_sizes: list[int], context: int,
+    steps: int, runs: int,
 ) -> dict[str, Any]:  # fmt: skip
-    """每一组按 ``names + 倒过来的 names`` 的顺序各量两次：``{名字: [{批大小: 毫秒/步}, ...]}``。"""
+    """每一组按 ``名字 + 倒过来的名字`` 的顺序各量两次：``{名字: [{批大小: 毫秒/步}, ...]}``。"""
     device = pick_device()
+    names = list(variants)
     results: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     for name in names + names[::-1]:
-        with patched(VARIANTS[name]):
+        with patched(variants[name]):
             llm = LLM(
                 model, device=device, dtype=dtype_from_str(dtype),
                 dummy_weights=not has_weight_files(model), max_running_reqs=max(batch_sizes),
@@ -197,15 +194,15 @@ def main(argv: list[str] | None = None) -> int:
         help="另一个 triton_kernels.py：多量一组 attention-from-file，decode 注意力用它的 kernel",
     )  # fmt: skip
     ns = ap.parse_args(argv)
-    global ATTENTION_FILE
-    ATTENTION_FILE = ns.attention_from
-    if ns.attention_from and "attention-from-file" not in ns.variants:
-        ns.variants = [*ns.variants, "attention-from-file"]
+    variants = {name: VARIANTS[name] for name in ns.variants}
+    if ns.attention_from:
+        variants["attention-from-file"] = Variant(attention_from=ns.attention_from)
     if ns.check:
-        result = run("models/tiny-qwen3", "float32", ns.variants[:2], [1], 16, 4, 1)
+        first_two = dict(list(variants.items())[:2])
+        result = run("models/tiny-qwen3", "float32", first_two, [1], 16, 4, 1)
     else:
         result = run(
-            "models/qwen3-0.6b-shape", "bfloat16", ns.variants, ns.batch_sizes, ns.context, 64, 5
+            "models/qwen3-0.6b-shape", "bfloat16", variants, ns.batch_sizes, ns.context, 64, 5
         )
     if ns.out:
         save_results(result, ns.out)

@@ -141,21 +141,13 @@ def _decode_once() -> torch.Tensor:
     return triton_attn.decode_attention(q, k_pool, v_pool, page_table, rows, kv_lens)
 
 
-def test_attention_from_file_swaps_the_kernel_and_puts_it_back(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """ "attention-from-file" 换成另一个文件里的 decode 注意力 kernel（这里拿同一个文件，结果
-    逐位相同）；没给文件时先报错、什么也不换。退出时换回原来的 kernel。"""
+def test_attention_from_file_swaps_the_kernel_and_puts_it_back() -> None:
+    """``Variant(attention_from=文件)`` 换成另一个文件里的 decode 注意力 kernel（这里拿同一个
+    文件，结果逐位相同）；退出时换回原来的 kernel。"""
     kernel = triton_attn._decode_partial_kernel
     expected = _decode_once()
-    with pytest.raises(ValueError, match="--attention-from"):
-        with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["attention-from-file"]):
-            pass
-    assert triton_attn._decode_partial_kernel is kernel
-    assert triton_attn.decode_tiles_cuda.__module__ == triton_attn.__name__
     source = REPO / "minisgl" / "attention" / "triton_kernels.py"
-    monkeypatch.setattr(decode_tiles_ab, "ATTENTION_FILE", str(source))
-    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["attention-from-file"]):
+    with decode_tiles_ab.patched(decode_tiles_ab.Variant(attention_from=str(source))):
         loaded = triton_attn._decode_partial_kernel
         assert loaded is not kernel and loaded.fn.__module__ == "attention_from_file"
         assert torch.equal(_decode_once(), expected)
@@ -165,9 +157,12 @@ def test_attention_from_file_swaps_the_kernel_and_puts_it_back(
 def test_attention_from_adds_its_variant_to_the_run(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """``--attention-from 文件`` 自动多量一组 "attention-from-file"，来回各一遍。"""
+    """``--attention-from 文件`` 自动多量一组 "attention-from-file"，来回各一遍；没有文件时
+    这一组不能点名，默认的几组里也没有它。"""
     monkeypatch.chdir(REPO)
-    monkeypatch.setattr(decode_tiles_ab, "ATTENTION_FILE", None)
+    assert "attention-from-file" not in decode_tiles_ab.VARIANTS
+    with pytest.raises(SystemExit):
+        decode_tiles_ab.main(["--check", "--variants", "attention-from-file"])
     source = REPO / "minisgl" / "attention" / "triton_kernels.py"
     out = tmp_path / "from-file.json"
     argv = ["--check", "--variants", "now", "--attention-from", str(source), "--out", str(out)]
