@@ -4,11 +4,12 @@
 （CUDA Graph 在建的时候就录好了，换参数就得重建），用基准测试的 ``decode_latency`` 量几个小批次。
 一组参数可以换这几样东西：程序数少于 64（batch × KV 头数）、或者正好 64 时
 ``decode_tiles_cuda`` 的返回值（注意力的分块），M = 1、K 比一块长时 ``pick_config`` 的返回值
-（o_proj、down 的 GEMV 切不切 K：切了就多一个合并部分和的 kernel），几行、输出比输入宽
-（qkv、gate_up）时 ``pick_config`` 的返回值，M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数，
-或者把它拆回 GEMV 和 SiLU-mul 两个 kernel（全部，或者只有几行时），或者让写 KV 离开 q/k 的
-归一化和 RoPE 那个 kernel、自己一个 kernel，或者换用另一个文件里的 decode 注意力 kernel
-（``--attention-from``，比如别的版本的 ``triton_kernels.py``：``git show REV:路径 > 文件``）。
+（o_proj、down 的 GEMV 切不切 K：切了就多一个合并部分和的 kernel），几行时 ``pick_config`` 的
+返回值（输出比输入宽的 qkv、gate_up 和不比输入宽的 o_proj、down 分开换），M = 1 的 gate_up 连
+SiLU-mul 那个 kernel 的参数，或者把它拆回 GEMV 和 SiLU-mul 两个 kernel（全部，或者只有几行
+时），或者让写 KV 离开 q/k 的归一化和 RoPE 那个 kernel、自己一个 kernel，或者换用另一个文件里的
+decode 注意力 kernel（``--attention-from``，比如别的版本的 ``triton_kernels.py``：
+``git show REV:路径 > 文件``）。
 几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移；``--context`` 换每个请求的
 上下文长度（默认 512）::
 
@@ -52,6 +53,7 @@ class Variant:
     exactly_64: bool = False  # 分块只换程序数正好 64 的那一档（8 个 KV 头时 batch 8），不换更少的
     gemv_long_k: LinearConfig | None = None  # M = 1、K 比一块长（o_proj、down）时
     rows_wide: LinearConfig | None = None  # M > 1、输出比输入宽（qkv、gate_up）时
+    rows_narrow: LinearConfig | None = None  # M > 1、输出不比输入宽（o_proj、down）时
     gate_silu: LinearConfig | None = None  # M = 1 的 gate_up 连 SiLU-mul 那个 kernel 的参数
     # 至少这么多行（token）时 gate_up 的 GEMV 和 SiLU-mul 分成两个 kernel（合成之前的写法）；
     # 1：全都分开，2：只有一行时合成（几行时也合成之前的写法）
@@ -60,8 +62,10 @@ class Variant:
     attention_from: str | None = None  # decode 注意力的 partial kernel 取自这个文件
 
 
-def _attn(splits: int, warps: int, stages: int, exactly_64: bool = False) -> Variant:
-    tiles = {"BLOCK_N": 64, "num_warps": warps, "num_stages": stages}
+def _attn(
+    splits: int, warps: int, stages: int, exactly_64: bool = False, block_n: int = 64
+) -> Variant:
+    tiles = {"BLOCK_N": block_n, "num_warps": warps, "num_stages": stages}
     return Variant(attention=(splits, tiles), exactly_64=exactly_64)
 
 
@@ -77,11 +81,23 @@ VARIANTS: dict[str, Variant] = {
     "b8-8s-4w2s": _attn(8, 4, 2, exactly_64=True),
     "b8-8s-8w2s": _attn(8, 8, 2, exactly_64=True),
     "b8-4s-4w2s": _attn(4, 4, 2, exactly_64=True),
+    # 同一档，一块 32 个 token：上下文 215 时 64 个 token 一块只有 4 段有活，32 个一块有 7 段
+    "b8-16s-2w1s-32n": _attn(16, 2, 1, exactly_64=True, block_n=32),
+    "b8-16s-4w1s-32n": _attn(16, 4, 1, exactly_64=True, block_n=32),
     # o_proj、down 不切 K：每个 program 沿 K 读完自己那几行，不再启动合并的 kernel
     "gemv-nosplit-8": Variant(gemv_long_k=LinearConfig(8, 1024, 1, num_warps=2, num_stages=2)),
     "gemv-nosplit-4": Variant(gemv_long_k=LinearConfig(4, 1024, 1, num_warps=2, num_stages=2)),
     # 几行时 qkv、gate_up 不切 K：qkv 少一个合并部分和的 kernel（gate_up 的那个 kernel 还要做 SiLU）
     "rows-wide-16": Variant(rows_wide=LinearConfig(16, 512, 1, 4, 2, dot=True)),
+    # 几行时 qkv、gate_up 的程序更多：每个 32 行（qkv 128 × 4 段），或者沿 K 切 8 段、一段 128 个
+    "rows-wide-32n": Variant(rows_wide=LinearConfig(32, 256, 4, 4, 2, dot=True)),
+    "rows-wide-8s": Variant(rows_wide=LinearConfig(64, 128, 8, 4, 2, dot=True)),
+    # 几行时 o_proj、down 每个程序 16 行（现在 32 行）
+    "rows-narrow-16n": Variant(rows_narrow=LinearConfig(16, 512, 4, 4, 2, dot=True)),
+    # 几行时四个投影都不用 tl.dot：逐元素乘加，每个程序 4 行 W、一块 256 个元素、切 4 段
+    "rows-fma": Variant(
+        rows_wide=LinearConfig(4, 256, 4, 4, 2), rows_narrow=LinearConfig(4, 256, 4, 4, 2)
+    ),
     "silu-apart": Variant(silu_apart_from=1),
     "silu-apart-m2": Variant(silu_apart_from=2),
     "silu-16-4w": Variant(gate_silu=LinearConfig(16, 1024, 1, num_warps=4, num_stages=2)),
@@ -131,6 +147,8 @@ def patched(variant: Variant) -> Iterator[None]:
             return variant.gemv_long_k
         if variant.rows_wide is not None and m > 1 and n > k:
             return variant.rows_wide
+        if variant.rows_narrow is not None and m > 1 and n <= k:
+            return variant.rows_narrow
         return pick(m, n, k, num_sms)
 
     triton_attn.decode_tiles_cuda, triton_linear.pick_config = decode_tiles, pick_config

@@ -170,3 +170,21 @@ def test_attention_from_adds_its_variant_to_the_run(
     ms = json.loads(out.read_text())["ms_per_step"]
     assert set(ms) == {"now", "attention-from-file"} and all(len(r) == 2 for r in ms.values())
     assert triton_attn._decode_partial_kernel.fn.__module__ == "minisgl.attention.triton_kernels"
+
+
+def test_gemv_of_several_rows_narrow_and_wide_are_swapped_apart() -> None:
+    """ "rows-narrow-16n" 只换几行时输出不比输入宽的 o_proj、down；"rows-fma" 两种都换。"""
+    linear = decode_tiles_ab.triton_linear
+    original = linear.pick_config
+    narrow = decode_tiles_ab.VARIANTS["rows-narrow-16n"]
+    with decode_tiles_ab.patched(narrow):
+        assert linear.pick_config(8, 1024, 2048) == narrow.rows_narrow
+        assert linear.pick_config(8, 1024, 3072) == narrow.rows_narrow
+        assert linear.pick_config(8, 4096, 1024) == original(8, 4096, 1024)
+        assert linear.pick_config(1, 1024, 2048) == original(1, 1024, 2048)
+    both = decode_tiles_ab.VARIANTS["rows-fma"]
+    with decode_tiles_ab.patched(both):
+        assert linear.pick_config(8, 4096, 1024) == both.rows_wide
+        assert linear.pick_config(8, 1024, 3072) == both.rows_narrow
+        assert linear.pick_config(1, 4096, 1024) == original(1, 4096, 1024)
+    assert linear.pick_config is original
