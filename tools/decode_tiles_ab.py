@@ -84,6 +84,12 @@ VARIANTS: dict[str, Variant] = {
     # 同一档，一块 32 个 token：上下文 215 时 64 个 token 一块只有 4 段有活，32 个一块有 7 段
     "b8-16s-2w1s-32n": _attn(16, 2, 1, exactly_64=True, block_n=32),
     "b8-16s-4w1s-32n": _attn(16, 4, 1, exactly_64=True, block_n=32),
+    "b8-16s-2w2s-32n": _attn(16, 2, 2, exactly_64=True, block_n=32),
+    "b8-8s-2w1s-32n": _attn(8, 2, 1, exactly_64=True, block_n=32),
+    "b8-16s-2w1s-16n": _attn(16, 2, 1, exactly_64=True, block_n=16),
+    # 程序数少于 64（batch 1～7）时也试 32 个 token 一块
+    "16s-8w2s-32n": _attn(16, 8, 2, block_n=32),
+    "16s-4w2s-32n": _attn(16, 4, 2, block_n=32),
     # o_proj、down 不切 K：每个 program 沿 K 读完自己那几行，不再启动合并的 kernel
     "gemv-nosplit-8": Variant(gemv_long_k=LinearConfig(8, 1024, 1, num_warps=2, num_stages=2)),
     "gemv-nosplit-4": Variant(gemv_long_k=LinearConfig(4, 1024, 1, num_warps=2, num_stages=2)),
