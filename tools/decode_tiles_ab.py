@@ -76,13 +76,14 @@ VARIANTS: dict[str, Variant] = {
     "8s-4w4s": _attn(8, 4, 4),
     "8s-8w2s": _attn(8, 8, 2),
     "4s-4w4s": _attn(4, 4, 4),
-    # 程序数正好 64（batch 8）的那一档：现在是 16 段、2 个 warp、不流水，只在单独连着跑时挑过
+    # 程序数正好 64（batch 8）的那一档：现在是 16 段、一块 32 个 token、2 个 warp、不流水
     "b8-16s-4w1s": _attn(16, 4, 1, exactly_64=True),
     "b8-8s-4w2s": _attn(8, 4, 2, exactly_64=True),
     "b8-8s-8w2s": _attn(8, 8, 2, exactly_64=True),
     "b8-4s-4w2s": _attn(4, 4, 2, exactly_64=True),
-    # 同一档，一块 32 个 token：上下文 215 时 64 个 token 一块只有 4 段有活，32 个一块有 7 段
+    # 同一档，一块 32 个 token（现在的）和 64 个（之前的）：上下文 215 时 64 个一块只有 4 段有活
     "b8-16s-2w1s-32n": _attn(16, 2, 1, exactly_64=True, block_n=32),
+    "b8-16s-2w1s-64n": _attn(16, 2, 1, exactly_64=True),
     "b8-16s-4w1s-32n": _attn(16, 4, 1, exactly_64=True, block_n=32),
     "b8-16s-2w2s-32n": _attn(16, 2, 2, exactly_64=True, block_n=32),
     "b8-8s-2w1s-32n": _attn(8, 2, 1, exactly_64=True, block_n=32),

@@ -90,8 +90,9 @@ def decode_tiles_cuda(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
     那一段短了一半；不超过 256 个 program（8 个 KV 头时 32 个请求）时切 8 段。这三档是在离线负载
     真实的长度上挑的，都是 64 个 token 一块、4 个 warp。program 不超过 64 个时每个请求切 16 段：
     只有几个请求时 8 个 warp、两级流水（放进整步 decode 里挑的：单独连着跑最快的 4 个 warp、
-    四级流水，夹在真实的一层里整步反而慢），正好 64 个时 2 个 warp、不流水。段数要是 2 的幂：
-    合并的 kernel 用 ``tl.arange`` 取各段。"""
+    四级流水，夹在真实的一层里整步反而慢），正好 64 个时 32 个 token 一块、2 个 warp、不流水
+    （请求只有两百来个 token 时，64 个一块的 16 段里只有 4 段有活）。段数要是 2 的幂：合并的
+    kernel 用 ``tl.arange`` 取各段。"""
     programs = bs * num_kv_heads
     if programs > 1536:
         return 1, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
@@ -101,7 +102,7 @@ def decode_tiles_cuda(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
         return 8, {"BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
     if programs < 64:
         return 16, {"BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
-    return 16, {"BLOCK_N": 64, "num_warps": 2, "num_stages": 1}
+    return 16, {"BLOCK_N": 32, "num_warps": 2, "num_stages": 1}
 
 
 # CUDA Graph 里补齐出来的工作项：块号大得超出任何请求，程序一开始就返回
