@@ -13,6 +13,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import decode_tiles_ab  # noqa: E402
 
+from minisgl.utils import pick_device  # noqa: E402
+
 triton_attn = decode_tiles_ab.triton_attn
 REPO = Path(__file__).resolve().parents[2]
 
@@ -129,7 +131,7 @@ def test_check_runs_each_variant_there_and_back(
 
 
 def _decode_once() -> torch.Tensor:
-    """CPU 上（Triton 解释器）跑一次 decode 注意力：两个请求，长度跨几块、几段。"""
+    """在测试的设备上跑一次 decode 注意力（CPU 上是 Triton 解释器）：两个请求，长度跨几块、几段。"""
     gen = torch.Generator().manual_seed(0)
     slots, kv_heads, group, dim = 160, 2, 2, 32
     k_pool = torch.randn(slots, kv_heads, dim, generator=gen)
@@ -138,7 +140,9 @@ def _decode_once() -> torch.Tensor:
     page_table = torch.randperm(slots, generator=gen).view(2, 80).to(torch.int32)
     rows = torch.tensor([1, 0], dtype=torch.int32)
     kv_lens = torch.tensor([37, 70], dtype=torch.int32)
-    return triton_attn.decode_attention(q, k_pool, v_pool, page_table, rows, kv_lens)
+    device = pick_device()  # GPU 机器上 Triton 不走解释器，张量要在 GPU 上
+    args = [t.to(device) for t in (q, k_pool, v_pool, page_table, rows, kv_lens)]
+    return triton_attn.decode_attention(*args)
 
 
 def test_attention_from_file_swaps_the_kernel_and_puts_it_back() -> None:
