@@ -389,6 +389,30 @@ def use_triton_interpreter_unless_cuda() -> None:
         on_cuda = False
     if not on_cuda:
         os.environ.setdefault("TRITON_INTERPRET", "1")
+        _backport_interpreter_index()  # triton ≤ 3.6 的解释器遇上 NumPy ≥ 2.4（见下）
+
+
+def _backport_interpreter_index() -> None:
+    """给 triton 3.6 及更早的解释器补上 3.7 的一处修正（triton-lang/triton#9171）。
+
+    解释器里的标量（kernel 的整数参数、``tl.load`` 读出的值）是形状 ``(1,)`` 的 numpy 数组，
+    ``for n in range(0, end, BLOCK)`` 取边界时调用 ``int(数组)``；NumPy 2.4 起只有 0 维数组能这样
+    转，旧版本上每个以运行时的值为边界的循环都报 TypeError。3.7 起先 ``squeeze()``，和这里一样。
+    """
+    try:
+        from triton.runtime import interpreter
+    except ImportError:  # 没装 triton：用不到解释器
+        return
+    patch_tensor = interpreter._patch_lang_tensor  # 每次解释执行 kernel 前给 tl.tensor 打补丁
+    if getattr(patch_tensor, "backported", False):  # 两个模块各调用一次：只包一层
+        return
+
+    def patch_tensor_with_0d_index(tensor: type, *scope: object) -> None:
+        patch_tensor(tensor, *scope)
+        tensor.__index__ = lambda self: int(self.handle.data.squeeze())
+
+    patch_tensor_with_0d_index.backported = True  # type: ignore[attr-defined]
+    interpreter._patch_lang_tensor = patch_tensor_with_0d_index
 
 
 __all__ += ["use_triton_interpreter_unless_cuda"]
