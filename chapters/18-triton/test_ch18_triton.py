@@ -215,6 +215,35 @@ def test_auto_picks_triton_only_on_cuda(tiny_model: Path) -> None:
     assert isinstance(create_attention_backend("triton", config, kv, table), TritonAttnBackend)
 
 
+def test_interpreter_index_backport(monkeypatch: pytest.MonkeyPatch) -> None:
+    """旧版解释器给 ``tl.tensor`` 的 ``__index__`` 是 ``int(数组)``，NumPy 2.4 起形状 ``(1,)`` 的
+    数组不能这样转；补过之后它们也能当 ``range`` 的边界。补丁只包一层，调用几次都一样。"""
+    import operator
+    from types import SimpleNamespace
+
+    import numpy as np
+    from triton.runtime import interpreter
+
+    from minisgl.utils import device
+
+    def old_patch(tensor: type, *scope: object) -> None:
+        tensor.__index__ = lambda self: int(self.handle.data)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(interpreter, "_patch_lang_tensor", old_patch)
+    device._backport_interpreter_index()
+    patched = interpreter._patch_lang_tensor
+    assert patched is not old_patch
+    device._backport_interpreter_index()
+    assert interpreter._patch_lang_tensor is patched
+
+    class Scalar:
+        handle = SimpleNamespace(data=np.array([5], dtype=np.int32))
+
+    patched(Scalar)
+    assert operator.index(Scalar()) == 5
+    assert list(range(0, Scalar(), 2)) == [0, 2, 4]
+
+
 # ---------------------------------------------------------------- 整个引擎
 
 

@@ -403,8 +403,10 @@ def _backport_interpreter_index() -> None:
         from triton.runtime import interpreter
     except ImportError:  # 没装 triton：用不到解释器
         return
-    patch_tensor = interpreter._patch_lang_tensor  # 每次解释执行 kernel 前给 tl.tensor 打补丁
-    if getattr(patch_tensor, "backported", False):  # 两个模块各调用一次：只包一层
+    # 每次解释执行 kernel 前给 tl.tensor 打补丁的函数。它是私有的：以后的版本没有它时，那一处
+    # 早已修好，什么也不做
+    patch_tensor = getattr(interpreter, "_patch_lang_tensor", None)
+    if patch_tensor is None or getattr(patch_tensor, "backported", False):  # 两个模块各调用一次
         return
 
     def patch_tensor_with_0d_index(tensor: type, *scope: object) -> None:
