@@ -529,6 +529,27 @@ def _is_stats(x: dict[str, Any], runs: int) -> bool:
     return x["runs"] == runs == len(x["samples"]) and x["min"] <= x["median"] <= x["max"]
 
 
+def test_quick_preset_kv_ignores_others_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """quick 的 KV 池正好开页表的格子数（测试在一块 GPU 上并行跑时，别的进程占着的显存不算进来）：
+    设备报告一点空闲也没有时照样建得起来；服务也按格子数给 ``--num-pages``。full 仍按比例。"""
+    from minisgl.benchmark import __main__ as bench
+    from minisgl.engine import engine
+
+    quick, full = PRESETS["quick"], PRESETS["full"]
+    monkeypatch.setattr(engine, "memory_info", lambda device: (0, 80 << 30))
+    llm = bench.make_llm(quick, quick.model, pick_device())
+    try:
+        plan = llm.scheduler.engine.memory_plan
+        assert plan.source == "num_pages"
+        assert plan.num_pages == max(quick.requests, *quick.decode_batches) * 2 * quick.lengths[1]
+    finally:
+        llm.shutdown()
+    assert bench._server_kv(quick, 4, 1024) == ["--num-pages", "4096"]
+    assert bench._server_kv(full, 64, 1024) == ["--memory-fraction", "0.3"]
+
+
 def test_quick_benchmark_end_to_end(tmp_path: Path) -> None:
     quick = PRESETS["quick"]
     out = tmp_path / "quick.json"

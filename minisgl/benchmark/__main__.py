@@ -57,6 +57,10 @@ class Preset:
     hf_compile_backend: str  # torch.compile 的后端：GPU 上 inductor；CPU 的测试用 eager
     # 编译的 transformers 也跑离线负载吗：GPU 上它要为长缓存再编译一遍，再加几分钟，full 不跑
     hf_compiled_offline: bool
+    # KV 池正好开页表的格子数（num_pages），不按内存的比例：quick 是测试用的，测试在一块 GPU 上
+    # 好几个进程并行跑，按比例算时别的进程占着的显存也算进去，可能一页也开不出来。full 按比例
+    # （离线的引擎 0.6，服务 0.3），和真实的部署一样
+    kv_fits_table: bool
 
 
 PRESETS = {
@@ -66,7 +70,7 @@ PRESETS = {
         hf_decode_steps=8, prefill_batch=64, max_extend_tokens=16384, online_clients=(1, 8, 64),
         online_rounds=4, online_tokens=128, online_chat_clients=64, client_processes=8,
         big_roof=True, runs=5, hf_offline_runs=1, hf_compile_backend="inductor",
-        hf_compiled_offline=False,
+        hf_compiled_offline=False, kv_fits_table=False,
     ),
     "quick": Preset(
         model="models/tiny-qwen3", dtype="float32", requests=16, lengths=(16, 64), hf_batch=8,
@@ -74,6 +78,7 @@ PRESETS = {
         prefill_batch=8, max_extend_tokens=8192, online_clients=(1, 4), online_rounds=2,
         online_tokens=16, online_chat_clients=4, client_processes=1, big_roof=False, runs=3,
         hf_offline_runs=1, hf_compile_backend="eager", hf_compiled_offline=True,
+        kv_fits_table=True,
     ),
 }  # fmt: skip
 
@@ -185,13 +190,15 @@ def _bench_online(p: Preset, model: str, results: dict[str, Any], t0: float) -> 
     """补全接口的几档并发（每个请求 ``online_tokens`` 个 token）；再用按模型完整上下文启动的
     服务，对照对话接口带、不带 ``max_tokens``，以及不带时第 8 章的整段预留
     （``--kv-headroom full``）。"""
-    common = ["--dtype", p.dtype, "--silent-output", "--memory-fraction", "0.3"]
+    common = ["--dtype", p.dtype, "--silent-output"]
     clients = str(max(p.online_clients))
     roof = roofline.DeviceRoof(**results["roof"])  # TPOT 的下限用这次运行量的屋顶线
-    cost = roofline.ModelCost.of(ModelConfig.from_pretrained(model), dtype_from_str(p.dtype))
+    config = ModelConfig.from_pretrained(model)
+    cost = roofline.ModelCost.of(config, dtype_from_str(p.dtype))
     levels = []
     compiled: list[str] = []  # 各个服务的日志里现编译的 kernel（连同预热的请求里的）
-    with online.serve(model, *common, "--max-running-requests", clients,
+    kv = _server_kv(p, int(clients), 1024)
+    with online.serve(model, *common, *kv, "--max-running-requests", clients,
                       "--max-seq-len-override", "1024", compiled=compiled) as base:  # fmt: skip
         for c in p.online_clients:
             procs = min(c, p.client_processes)
@@ -208,6 +215,7 @@ def _bench_online(p: Preset, model: str, results: dict[str, Any], t0: float) -> 
     chat = []
     # 不写 --max-seq-len-override：不带 max_tokens 的请求最多可以生成到模型的整个上下文
     common += ["--max-running-requests", str(p.online_chat_clients)]
+    common += _server_kv(p, p.online_chat_clients, config.rotary_config.max_position)
     for headroom, sends in (("256", (True, False)), ("full", (False,))):
         with online.serve(model, *common, "--kv-headroom", headroom, compiled=compiled) as base:
             for send in sends:
@@ -221,6 +229,13 @@ def _bench_online(p: Preset, model: str, results: dict[str, Any], t0: float) -> 
                 )
     results["online"]["compiled_kernels"] = compiled
     results["online"]["chat"] = chat
+
+
+def _server_kv(p: Preset, rows: int, columns: int) -> list[str]:
+    """服务的 KV 池多大：``rows`` 个请求、每个最多 ``columns`` 个 token（见 ``kv_fits_table``）。"""
+    if p.kv_fits_table:
+        return ["--num-pages", str(rows * columns)]
+    return ["--memory-fraction", "0.3"]
 
 
 def finished_parts(results: dict[str, Any], p: Preset) -> set[str]:
@@ -351,11 +366,12 @@ def offline_workload(p: Preset) -> offline.Workload:
 
 def make_llm(p: Preset, model: str, device: torch.device) -> LLM:
     """离线、decode、prefill 几项共用的引擎：同时跑得下整个离线负载和最大的 decode 批次。"""
-    max_bs = max(p.requests, *p.decode_batches)
+    max_bs, max_seq_len = max(p.requests, *p.decode_batches), 2 * p.lengths[1]
+    kv = {"num_pages": max_bs * max_seq_len} if p.kv_fits_table else {"memory_fraction": 0.6}
     return LLM(
         model, device=device, dtype=dtype_from_str(p.dtype),
         dummy_weights=not has_weight_files(model), max_running_reqs=max_bs,
-        max_seq_len=2 * p.lengths[1], memory_fraction=0.6, max_extend_tokens=p.max_extend_tokens,
+        max_seq_len=max_seq_len, max_extend_tokens=p.max_extend_tokens, **kv,
     )  # fmt: skip
 
 
