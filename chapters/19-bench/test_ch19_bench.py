@@ -529,9 +529,7 @@ def _is_stats(x: dict[str, Any], runs: int) -> bool:
     return x["runs"] == runs == len(x["samples"]) and x["min"] <= x["median"] <= x["max"]
 
 
-def test_quick_preset_kv_ignores_others_memory(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_quick_preset_kv_ignores_others_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     """quick 的 KV 池正好开页表的格子数（测试在一块 GPU 上并行跑时，别的进程占着的显存不算进来）：
     设备报告一点空闲也没有时照样建得起来；服务也按格子数给 ``--num-pages``。full 仍按比例。"""
     from minisgl.benchmark import __main__ as bench
