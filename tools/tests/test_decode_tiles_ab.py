@@ -54,16 +54,22 @@ def test_only_long_k_gemv_at_one_row_gets_the_config() -> None:
     assert linear.pick_config is original
 
 
-def test_only_wide_gemv_of_several_rows_gets_the_config() -> None:
-    """qkv（N=4096）、gate_up（N=6144）在 M>1 时换；M=1 和输出不比输入宽的 o_proj、down 照旧。"""
+# qkv、gate_up（输出比输入宽）、o_proj、down（不比输入宽），几行和一行
+GEMV_SHAPES = [(8, 4096, 1024), (2, 6144, 1024), (8, 1024, 2048), (8, 1024, 3072), (1, 4096, 1024)]
+
+
+@pytest.mark.parametrize("name", ["rows-wide-16", "rows-narrow-16n", "rows-fma"])
+def test_gemv_of_several_rows_gets_the_config_by_width(name: str) -> None:
+    """几行时输出比输入宽的换 ``rows_wide``，不比输入宽的换 ``rows_narrow``；M=1 的、variant
+    没给的那一样照旧。"""
     linear = decode_tiles_ab.triton_linear
     original = linear.pick_config
-    variant = decode_tiles_ab.VARIANTS["rows-wide-16"]
+    variant = decode_tiles_ab.VARIANTS[name]
     with decode_tiles_ab.patched(variant):
-        assert linear.pick_config(8, 4096, 1024) == variant.rows_wide
-        assert linear.pick_config(2, 6144, 1024) == variant.rows_wide
-        assert linear.pick_config(1, 4096, 1024) == original(1, 4096, 1024)
-        assert linear.pick_config(8, 1024, 2048) == original(8, 1024, 2048)
+        for m, n, k in GEMV_SHAPES:
+            swapped = variant.rows_wide if n > k else variant.rows_narrow
+            expected = swapped if m > 1 and swapped is not None else original(m, n, k)
+            assert linear.pick_config(m, n, k) == expected
     assert linear.pick_config is original
 
 
@@ -174,21 +180,3 @@ def test_attention_from_adds_its_variant_to_the_run(
     ms = json.loads(out.read_text())["ms_per_step"]
     assert set(ms) == {"now", "attention-from-file"} and all(len(r) == 2 for r in ms.values())
     assert triton_attn._decode_partial_kernel.fn.__module__ == "minisgl.attention.triton_kernels"
-
-
-def test_gemv_of_several_rows_narrow_and_wide_are_swapped_apart() -> None:
-    """ "rows-narrow-16n" 只换几行时输出不比输入宽的 o_proj、down；"rows-fma" 两种都换。"""
-    linear = decode_tiles_ab.triton_linear
-    original = linear.pick_config
-    narrow = decode_tiles_ab.VARIANTS["rows-narrow-16n"]
-    with decode_tiles_ab.patched(narrow):
-        assert linear.pick_config(8, 1024, 2048) == narrow.rows_narrow
-        assert linear.pick_config(8, 1024, 3072) == narrow.rows_narrow
-        assert linear.pick_config(8, 4096, 1024) == original(8, 4096, 1024)
-        assert linear.pick_config(1, 1024, 2048) == original(1, 1024, 2048)
-    both = decode_tiles_ab.VARIANTS["rows-fma"]
-    with decode_tiles_ab.patched(both):
-        assert linear.pick_config(8, 4096, 1024) == both.rows_wide
-        assert linear.pick_config(8, 1024, 3072) == both.rows_narrow
-        assert linear.pick_config(1, 4096, 1024) == original(1, 4096, 1024)
-    assert linear.pick_config is original
