@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -125,6 +126,10 @@ def start_worker(ctx: Any, model: Path, ipc_dir: str, *, create: bool, tid: int)
 def stop_worker(proc: Any) -> None:
     proc.terminate()  # SIGTERM
     proc.join(timeout=30)
+    # 还没退出：SIGABRT 让 faulthandler 打印它各线程卡在哪一行（测试命令给每个进程都打开了它）
+    if proc.exitcode is None:
+        os.kill(proc.pid, signal.SIGABRT)
+        proc.join(timeout=10)
     assert proc.exitcode == 0  # 正常退出，不是被信号杀死（那样是 -15）
     assert not psutil.pid_exists(proc.pid)
 
