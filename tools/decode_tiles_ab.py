@@ -182,13 +182,15 @@ def run(
     """每一组按 ``名字 + 倒过来的名字`` 的顺序各量两次：``{名字: [{批大小: 毫秒/步}, ...]}``。"""
     device = pick_device()
     names = list(variants)
+    rows, max_seq_len = max(batch_sizes), context + steps + 8
     results: dict[str, list[dict[str, float]]] = {name: [] for name in names}
     for name in names + names[::-1]:
         with patched(variants[name]):
+            # KV 池正好开页表的格子数，不随别的进程占着多少显存变（同 profile.run）
             llm = LLM(
                 model, device=device, dtype=dtype_from_str(dtype),
-                dummy_weights=not has_weight_files(model), max_running_reqs=max(batch_sizes),
-                max_seq_len=context + steps + 8, memory_fraction=0.3,
+                dummy_weights=not has_weight_files(model), max_running_reqs=rows,
+                max_seq_len=max_seq_len, num_pages=rows * max_seq_len,
             )  # fmt: skip
             try:
                 row = {
