@@ -101,6 +101,12 @@ VARIANTS: dict[str, Variant] = {
     "rows-wide-8s": Variant(rows_wide=LinearConfig(64, 128, 8, 4, 2, dot=True)),
     # 几行时 o_proj、down 每个程序 16 行（现在 32 行）
     "rows-narrow-16n": Variant(rows_narrow=LinearConfig(16, 512, 4, 4, 2, dot=True)),
+    # 几行时的 GEMV 换成 8 个 warp：sm_90 上现在的两组每个线程用满 255 个寄存器，还溢出 840、
+    # 1,176 字节（triton 3.6）；这两组不溢出（156、255 个寄存器），程序数和现在一样
+    "rows-8w": Variant(
+        rows_wide=LinearConfig(64, 128, 4, 8, 2, dot=True),
+        rows_narrow=LinearConfig(32, 512, 4, 8, 2, dot=True),
+    ),
     # 几行时四个投影都不用 tl.dot：逐元素乘加，每个程序 4 行 W、一块 256 个元素、切 4 段
     "rows-fma": Variant(
         rows_wide=LinearConfig(4, 256, 4, 4, 2), rows_narrow=LinearConfig(4, 256, 4, 4, 2)

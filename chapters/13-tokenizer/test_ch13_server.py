@@ -196,6 +196,20 @@ def test_two_tokenizers_share_an_address(tiny_model: Path, ipc_dir: str) -> None
 HEAVY = ("minisgl.engine", "minisgl.scheduler", "minisgl.attention")
 
 
+def run_in_fresh_interpreter(code: str, tiny_model: Path, ipc_dir: str) -> Any:
+    """在新的解释器里运行 ``code``（参数是模型目录和 ipc 目录），返回 ``CompletedProcess``。"""
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")])
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, str(tiny_model), ipc_dir],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
 def test_worker_process_imports_no_engine(tiny_model: Path, ipc_dir: str) -> None:
     """tokenizer 进程从启动到就绪导入了哪些模块：在新的解释器里真的运行一遍 ``tokenize_worker``。
 
@@ -224,18 +238,55 @@ def test_worker_process_imports_no_engine(tiny_model: Path, ipc_dir: str) -> Non
         print(json.dumps(sorted(sys.modules)))
         """
     )
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")])
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code, str(tiny_model), ipc_dir],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    result = run_in_fresh_interpreter(code, tiny_model, ipc_dir)
     assert result.returncode == 0, result.stderr
     modules = json.loads(result.stdout.splitlines()[-1])
     assert "minisgl.tokenizer.server" in modules and "transformers" in modules  # 确实走到了就绪
     heavy = [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
     assert heavy == []
+
+
+def test_sigterm_swallowed_while_loading_still_stops_the_worker(
+    tiny_model: Path, ipc_dir: str
+) -> None:
+    """SIGTERM 的处理函数抛出的异常落在 ``__del__`` 里时被 Python 吞掉（只打印 "Exception
+    ignored"）。在新的解释器里真的运行 ``tokenize_worker``：加载分词器的中途，在一个 ``__del__``
+    里调用 SIGTERM 的处理函数，模拟信号正好在那里到达。进程不该报告就绪、不该停在等消息上，
+    而是加载完就退出，退出码 0，bind 的 socket 文件也删掉了。"""
+    code = textwrap.dedent(
+        """
+        import gc, signal, sys
+
+        import minisgl.tokenizer.server as server
+
+        real_load = server.load_tokenizer
+
+        class SignalArrivesHere:
+            def __del__(self):
+                handler = signal.getsignal(signal.SIGTERM)
+                handler(signal.SIGTERM, None)  # 抛出的 KeyboardInterrupt 在这里被吞掉
+
+        def load_and_get_signalled(path):
+            SignalArrivesHere()
+            gc.collect()
+            return real_load(path)
+
+        class Ready:
+            def put(self, msg):
+                print("ready", flush=True)
+
+        server.load_tokenizer = load_and_get_signalled
+        model, d = sys.argv[1:]
+        server.tokenize_worker(
+            tokenizer_path=model, addr=f"ipc://{d}/tok", create=True,
+            backend_addr=f"ipc://{d}/back", frontend_addr=f"ipc://{d}/front", ack_queue=Ready(),
+        )
+        print("exited", flush=True)
+        """
+    )
+    result = run_in_fresh_interpreter(code, tiny_model, ipc_dir)
+    assert result.returncode == 0, result.stderr
+    assert "Exception ignored" in result.stderr  # 异常确实被吞掉了：测试模拟的是那种情形
+    lines = result.stdout.splitlines()  # 日志也在 stdout 里
+    assert "ready" not in lines and lines[-1] == "exited"  # 没有报告就绪，主函数正常返回
+    assert os.listdir(ipc_dir) == []

@@ -6,7 +6,8 @@
 - 50 个客户端在随机时刻断开：之后 KV 池和请求表回到空闲，后来的请求不受影响；
 - 后端进程被杀：进行中的请求得到 503 / 错误事件，启动器关掉一切、退出码非 0，不留进程和文件；
 - shell 模式下后端进程被杀：停在提示符上的 shell 立刻退出（退出码非 0），而不是让用户一直等；
-- 负载下 SIGTERM：退出码 0，客户端都结束（不挂住），不留进程和文件；
+- 负载下 SIGTERM：退出码 0，客户端都得到回答（跑完，或者 503、错误事件），不留进程和文件；
+- SIGTERM 发给整个进程组（systemd、timeout）：同样是正常的关闭，不当成后端崩溃；
 - 主进程被 SIGKILL：来不及删的 socket 文件，下一个服务启动时删掉；
 - schemathesis 按服务自己的 OpenAPI 模式生成合法和不合法的请求：没有 5xx、没有挂住，之后服务健康。
 """
@@ -44,6 +45,15 @@ def alive(pid: int) -> bool:
 
 def ipc_files(pid: int) -> list[str]:
     return glob.glob(f"/tmp/minisgl_*.pid={pid}")
+
+
+def assert_nothing_left(main_pid: int, pids: list[int]) -> None:
+    """主进程退出以后：它的子进程 ``pids`` 30 秒内全部退出，``/tmp`` 里没有它的 socket 文件。"""
+    deadline = time.monotonic() + 30
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in pids)
+    assert ipc_files(main_pid) == []
 
 
 def children(server: Any) -> list[int]:
@@ -304,11 +314,7 @@ def test_backend_killed_answers_503_and_shuts_down(
         last = json.loads(lines[-1] if status == 503 else lines[-1].removeprefix("data: "))
         assert status in (200, 503) and "exited unexpectedly" in last["error"]["message"]
         assert srv.proc.wait(timeout=60) != 0  # 退出码非 0：外面的监控知道出事了
-        deadline = time.monotonic() + 30
-        while any(alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(alive(p) for p in pids)
-        assert ipc_files(srv.proc.pid) == []
+        assert_nothing_left(srv.proc.pid, pids)
         log = srv.log_text()
         assert "exited unexpectedly" in log and "all processes exited" in log
     finally:
@@ -375,41 +381,153 @@ def test_health_turns_503_before_the_server_exits(server_kit: Any, tmp_path: Pat
         srv.kill()
 
 
+def _clients_in_flight(srv: Any, streams: int, plain: int) -> tuple[list[threading.Thread], dict]:
+    """``streams`` 个流式、``plain`` 个非流式的长请求，都开始生成之后才返回。每个客户端结束时在
+    字典里留下它看到的结局：流的最后一个事件，非流式的状态码和响应体。"""
+    started = threading.Semaphore(0)
+    ended: dict[str, Any] = {}
+    long = {"max_tokens": 1500, "ignore_eos": True}
+
+    def stream(i: int) -> None:
+        body = {"prompt": f"go {i}", **long, "stream": True}
+        try:
+            with httpx.stream("POST", srv.url("/v1/completions"), json=body, timeout=60) as r:
+                lines = []
+                for line in r.iter_lines():
+                    if line:
+                        lines.append(line)
+                        if len(lines) == 1:
+                            started.release()  # 第一个片段到了：这个请求已经在生成
+                ended[f"stream {i}"] = (r.status_code, lines[-1] if lines else "")
+        except httpx.HTTPError as e:
+            ended[f"stream {i}"] = (0, type(e).__name__)
+
+    def non_stream(i: int) -> None:
+        try:
+            r = httpx.post(srv.url("/v1/completions"), json={"prompt": f"wait {i}", **long},
+                           timeout=60)  # fmt: skip
+            ended[f"plain {i}"] = (r.status_code, r.text)
+        except httpx.HTTPError as e:
+            ended[f"plain {i}"] = (0, type(e).__name__)
+
+    threads = [threading.Thread(target=stream, args=(i,)) for i in range(streams)]
+    threads += [threading.Thread(target=non_stream, args=(i,)) for i in range(plain)]
+    for t in threads:
+        t.start()
+    for _ in range(streams):
+        assert started.acquire(timeout=120)
+    return threads, ended
+
+
+def _each_client_got_an_answer(ended: dict[str, Any], reason: str) -> None:
+    """每个客户端都以 OpenAI 的格式结束：流以 ``[DONE]``（来得及跑完）或者一条说明原因的错误
+    事件结束，非流式的是 200 或者 JSON 的 503——不是纯文本的 500，也不是半路断开。"""
+    for who, (status, last) in ended.items():
+        if who.startswith("stream"):
+            assert status == 200 and last.startswith("data: "), (who, status, last)
+            if last != "data: [DONE]":
+                assert reason in json.loads(last.removeprefix("data: "))["error"]["message"], who
+        elif status != 200:
+            assert status == 503 and reason in json.loads(last)["error"]["message"], (who, last)
+
+
 def test_sigterm_under_load_exits_cleanly(server_kit: Any, tmp_path: Path) -> None:
+    """负载下 SIGTERM：进行中的请求先有一小段时间正常跑完，还没完的得到 503 或者错误事件，
+    退出码 0，不留进程和文件，日志里没有 uvicorn 取消处理函数的 traceback。"""
     srv = server_kit.start(tmp_path / "term.log", "--max-running-reqs", "16")
     try:
-        started = threading.Semaphore(0)
-        ended: list[str] = []
-
-        def stream(i: int) -> None:
-            body = {"prompt": f"go {i}", "max_tokens": 400, "ignore_eos": True, "stream": True}
-            try:
-                with httpx.stream("POST", srv.url("/v1/completions"), json=body, timeout=60) as r:
-                    started.release()  # 响应头到了：这个请求已经在生成
-                    for _ in r.iter_lines():
-                        pass
-                ended.append("closed")
-            except httpx.HTTPError as e:
-                ended.append(type(e).__name__)
-
-        threads = [threading.Thread(target=stream, args=(i,)) for i in range(32)]
-        for t in threads:
-            t.start()
-        for _ in range(16):  # 16 个在跑（再多的要排队，拿不到响应头）
-            assert started.acquire(timeout=120)
+        threads, ended = _clients_in_flight(srv, streams=12, plain=4)
         pids = children(srv)
         srv.proc.send_signal(signal.SIGTERM)
         assert srv.proc.wait(timeout=60) == 0
         for t in threads:
             t.join(60)
-        assert len(ended) == 32  # 没有一个客户端挂住
-        deadline = time.monotonic() + 30
-        while any(alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(alive(p) for p in pids)
-        assert ipc_files(srv.proc.pid) == []
+        assert len(ended) == 16  # 没有一个客户端挂住
+        _each_client_got_an_answer(ended, "shutting down")
+        assert_nothing_left(srv.proc.pid, pids)
+        log = srv.log_text()
+        assert "Traceback" not in log and "exited unexpectedly" not in log, log[-3000:]
     finally:
         srv.kill()
+
+
+def test_sigterm_to_the_whole_process_group_is_a_clean_stop(
+    server_kit: Any, tmp_path: Path
+) -> None:
+    """systemd（默认的 KillMode）、``timeout`` 把 SIGTERM 发给整个进程组：调度器和主进程同时
+    收到，调度器先死。这不是崩溃：客户端得到 503 / 错误事件，退出码 0，日志里没有"意外退出"。"""
+    srv = server_kit.start(tmp_path / "group.log", "--max-running-reqs", "16")
+    try:
+        threads, ended = _clients_in_flight(srv, streams=4, plain=2)
+        pids = children(srv)
+        os.killpg(srv.proc.pid, signal.SIGTERM)  # 服务自己一个会话：进程组号就是主进程的 pid
+        assert srv.proc.wait(timeout=60) == 0
+        for t in threads:
+            t.join(60)
+        assert len(ended) == 6
+        # 两个说法都可能：调度器先死时是看门狗的"被停下"，主进程的宽限期先到时是"正在关闭"
+        for who, (status, last) in ended.items():
+            reason = "was stopped" if "was stopped" in last else "shutting down"
+            _each_client_got_an_answer({who: (status, last)}, reason)
+        assert_nothing_left(srv.proc.pid, pids)
+        log = srv.log_text()
+        assert "exited unexpectedly" not in log and "all processes exited" in log, log[-3000:]
+    finally:
+        srv.kill()
+
+
+def test_an_abort_that_overtakes_its_request_is_sent_again() -> None:
+    """几个 tokenizer 进程时，请求和它的中止可能分给两个进程，中止先到调度器、被当成不认识的 uid
+    忽略。API Server 记着"收到第一条回复之前就中止了"的请求：它的回复一到（调度器照样在跑它），
+    再发一次中止；结束的回复（中止生效了，或者本来就跑完了）到了就不用再发。不起服务：两个
+    队列换成记录消息的假队列，回复由测试按顺序喂给 ``listen()``。"""
+    from minisgl.core import SamplingParams
+    from minisgl.message import AbortMsg, ReplyStatus, TokenizeMsg, UserReply
+    from minisgl.server.frontend import FrontendManager
+
+    class Sent:
+        def __init__(self) -> None:
+            self.msgs: list[Any] = []
+
+        async def put(self, msg: Any) -> None:
+            self.msgs.append(msg)
+
+    class Replies:
+        def __init__(self) -> None:
+            self.queue: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def get(self) -> Any:
+            return await self.queue.get()
+
+    def reply(uid: int, finished: bool) -> UserReply:
+        return UserReply(
+            uid, "x", finished, ReplyStatus(finish_reason="abort" if finished else None)
+        )
+
+    async def run() -> list[Any]:
+        sent, replies = Sent(), Replies()
+        frontend: Any = FrontendManager(config=None, send_tokenizer=sent, recv_tokenizer=replies)
+        overtaken, answered, aborted = [await frontend.submit("hi", SamplingParams())
+                                        for _ in range(3)]  # fmt: skip
+        await frontend.abort_user(overtaken)  # 还没有回复时中止：中止赶在了请求前面
+        replies.queue.put_nowait(reply(answered, False))  # 先有回复，再中止：调度器一定认得
+        await asyncio.sleep(0)
+        await frontend.abort_user(answered)
+        await frontend.abort_user(aborted)  # 没有回复时中止，中止也生效了：下一条就是结束
+        for uid, finished in [(overtaken, False), (overtaken, False), (answered, False),
+                              (aborted, True), (overtaken, True)]:  # fmt: skip
+            replies.queue.put_nowait(reply(uid, finished))
+        while not replies.queue.empty():
+            await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert frontend.unanswered == set() and frontend.early_aborts == set()
+        frontend.listener.cancel()
+        return [(type(m), m.uid) for m in sent.msgs]
+
+    msgs = asyncio.run(run())
+    tokenize = [(TokenizeMsg, uid) for uid in range(3)]
+    # overtaken 的第一条回复来时再中止一次（只一次）；answered、aborted 各只中止一次
+    assert msgs == [*tokenize, (AbortMsg, 0), (AbortMsg, 1), (AbortMsg, 2), (AbortMsg, 0)]
 
 
 def test_sigkilled_server_leaves_no_socket_file_behind(

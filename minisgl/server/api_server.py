@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 logger = init_logger(__name__, "api_server")
+GRACEFUL_SHUTDOWN_S = 3  # 收到 Ctrl-C、SIGTERM 以后，最多再等进行中的请求几秒
 
 # >> ch16
 from fastapi.responses import PlainTextResponse
@@ -58,6 +59,11 @@ from .protocol import (
 __all__ += ["CompletionRequest"]
 
 # << ch16
+# >> ch17
+import functools
+import threading
+
+# << ch17
 # ++ server/protocol.py < ch16
 # ++ server/completions.py < ch16
 # ++ server/frontend.py < ch16
@@ -255,6 +261,26 @@ async def health() -> Response:
     return JSONResponse({"status": "ok"})
 
 
+# >> ch17
+SHUTDOWN_DRAIN_S = 1.5  # 其中前这么久让它们正常跑完；还没完的回 503，后一半时间留给它送到客户端
+
+
+class _HttpServer(uvicorn.Server):
+    """uvicorn 收到 Ctrl-C、SIGTERM 以后不再接受新连接，等进行中的请求跑完，最多等
+    ``GRACEFUL_SHUTDOWN_S`` 秒；到时取消它们——被取消的处理函数只剩一个纯文本的 500，流式的
+    响应半路断开，没有错误事件。所以在那之前，还没跑完的请求由 ``FrontendManager.fail``
+    各得到一条错误回复：非流式的是 OpenAI 格式的 503，流式的以错误事件结束。"""
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        if not self.should_exit:  # 第一次收到；再按一次 Ctrl-C 是 uvicorn 的立即退出
+            stop = functools.partial(get_state().fail_from_thread, stopping=True)
+            timer = threading.Timer(SHUTDOWN_DRAIN_S, stop, ("the server is shutting down",))
+            timer.daemon = True
+            timer.start()
+        super().handle_exit(sig, frame)
+
+
+# << ch17
 def run_http(sock: socket.socket) -> None:
     """在已经 bind 好的 socket 上服务，直到收到 Ctrl-C 或 SIGTERM。"""
     config = uvicorn.Config(
@@ -262,10 +288,13 @@ def run_http(sock: socket.socket) -> None:
         log_level="warning",  # 启动信息由启动器自己打印；每个请求一行的访问日志太吵
         access_log=False,
         # 优雅关闭最多等几秒：正在流式输出的长请求不应该让 Ctrl-C 迟迟不生效
-        timeout_graceful_shutdown=3,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
-    server = uvicorn.Server(config)
+    # ~~ ch15 < ch17
+    # ~ server = uvicorn.Server(config)
+    # ~~
     # >> ch17
+    server = _HttpServer(config)
     get_state().http_server = server  # 后端出故障时，FrontendManager.fail() 让它退出
     # << ch17
     server.run(sockets=[sock])

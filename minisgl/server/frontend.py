@@ -41,6 +41,7 @@ from .metrics import Metrics
 logger = init_logger(__name__, "api_server")
 
 # >> ch17
+import functools
 import threading
 from typing import Any
 
@@ -90,8 +91,13 @@ class FrontendManager:
     max_seq_len: int | None = None  # 模型的上下文长度：max_tokens 超过它就是 400
     # << ch16
     # >> ch17
-    failure: str | None = None  # 后端进程意外退出的说明；不为 None 时服务不可用
+    failure: str | None = None  # 服务不可用的原因（后端挂了、正在关闭）；None：正常服务
     http_server: Any = None  # uvicorn.Server：出了故障时由这里让它退出
+    # 还没收到任何回复的请求，和其中在这时被中止的。tokenizer 进程不止一个时，请求和它的中止
+    # 消息可能分给两个进程，中止先到调度器（那时它不认识这个 uid，什么也不做）；这样的请求
+    # 一有回复，就说明调度器照样在跑它，再中止一次（见 ``_recheck_abort``）
+    unanswered: set[int] = field(default_factory=set)
+    early_aborts: set[int] = field(default_factory=set)
     # << ch17
 
     def new_user(self) -> int:
@@ -99,6 +105,9 @@ class FrontendManager:
         self.uid_counter += 1
         self.ack_map[uid] = []
         self.event_map[uid] = asyncio.Event()
+        # >> ch17
+        self.unanswered.add(uid)
+        # << ch17
         return uid
 
     async def listen(self) -> None:
@@ -110,6 +119,9 @@ class FrontendManager:
                 continue
             # << ch16
             for reply in _unwrap(msg):
+                # >> ch17
+                await self._recheck_abort(reply)
+                # << ch17
                 if reply.uid not in self.ack_map:  # 已经结束或已经中止的请求，回复直接丢掉
                     continue
                 self.ack_map[reply.uid].append(reply)
@@ -205,6 +217,11 @@ class FrontendManager:
         event = self.event_map.pop(uid, None)
         if event is not None:
             event.set()  # 叫醒还在等的 wait_for_ack（非流式的请求在等它），让它结束
+        # >> ch17
+        if uid in self.unanswered:  # 调度器也许还没收到它：等它的第一条回复核对一次
+            self.unanswered.discard(uid)
+            self.early_aborts.add(uid)
+        # << ch17
         logger.warning(f"Aborting request {uid}")
         await self.send_one(AbortMsg(uid=uid))
 
@@ -227,17 +244,34 @@ class FrontendManager:
 
     # << ch16
     # >> ch17
-    def fail(self, reason: str) -> None:
-        """后端进程意外退出（启动器的看门狗线程经 ``fail_from_thread`` 调用）。
+    async def _recheck_abort(self, reply: UserReply) -> None:
+        """``reply`` 是这个请求到达 API Server 的回复：调度器已经有了这个请求。它要是在第一条回复
+        之前就被中止了、而这条回复又不是结束，说明中止消息赶在请求前面到了调度器、被当成不认识的
+        uid 忽略了：再发一次。这一次走不到请求前面，调度器一定认得它。每个这样的请求至多再发一次；
+        调度器对每个请求都会回一条结束的回复（正常结束或中止），两个集合都不会越积越多。"""
+        self.unanswered.discard(reply.uid)
+        if reply.uid in self.early_aborts:
+            self.early_aborts.discard(reply.uid)
+            if not reply.finished:
+                logger.warning(f"Aborting request {reply.uid} again: it arrived after its abort")
+                await self.send_one(AbortMsg(uid=reply.uid))
+
+    def fail(self, reason: str, *, stopping: bool = False) -> None:
+        """后端进程意外退出（启动器的看门狗线程经 ``fail_from_thread`` 调用），或者服务被要求
+        停下（``stopping``：收到 SIGTERM、Ctrl-C，或者后端进程被这样的信号停下）。
 
         之后的生成请求一律 503；正在等回复的请求各收到一条带错误的结束回复——它们都在等
         ``listen()`` 叫醒，而回复再也不会来了，不叫醒就会永远挂着。过 ``FAILURE_GRACE`` 秒
         （让这些 503 和错误事件送到客户端）再让 HTTP 服务退出，启动器接着关掉其余进程。
+        两种情形只差日志的级别：被要求停下不是故障。
         """
         if self.failure is not None:
             return
         self.failure = reason
-        logger.error(f"backend failure: {reason}; answering 503 and shutting down")
+        if stopping:
+            logger.info(f"{reason}; answering 503 to the requests still running")
+        else:
+            logger.error(f"backend failure: {reason}; answering 503 and shutting down")
         for uid, replies in self.ack_map.items():
             replies.append(UserReply(uid, "", True, ReplyStatus("error", reason)))
             self.event_map[uid].set()
@@ -246,13 +280,14 @@ class FrontendManager:
             timer.daemon = True
             timer.start()
 
-    def fail_from_thread(self, reason: str) -> None:
-        """看门狗线程调用：``fail()`` 要叫醒等待中的协程，必须在事件循环的线程里执行。
-        还没有任何请求时（``listen()`` 任务还没建）也就没有要叫醒的，直接调用。"""
+    def fail_from_thread(self, reason: str, *, stopping: bool = False) -> None:
+        """别的线程（看门狗、定时器）调用：``fail()`` 要叫醒等待中的协程，必须在事件循环的线程里
+        执行。还没有任何请求时（``listen()`` 任务还没建）也就没有要叫醒的，直接调用。"""
         if self.listener is not None:
-            self.listener.get_loop().call_soon_threadsafe(self.fail, reason)
+            loop = self.listener.get_loop()
+            loop.call_soon_threadsafe(functools.partial(self.fail, reason, stopping=stopping))
         else:
-            self.fail(reason)
+            self.fail(reason, stopping=stopping)
 
     # << ch17
     def shutdown(self) -> None:

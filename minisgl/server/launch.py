@@ -54,6 +54,7 @@ kv_logger = init_logger(f"{__name__}.kv", "scheduler")  # 在调度器进程里�
 
 
 # >> ch17
+import functools
 import threading
 from collections.abc import Callable
 from multiprocessing import connection as mp_connection
@@ -303,14 +304,26 @@ class BackendWatchdog(threading.Thread):
     """主进程里的一个线程：盯着所有后端进程，哪一个意外退出（崩溃、被 OOM killer 杀掉、
     被人 ``kill -9``），就调用一次 ``on_failure(说明)``。
 
+    被 SIGTERM、SIGINT 停下的（或者因此正常退出的 tokenizer）不算故障，调用的是
+    ``on_stop(说明)``：这是有人要整个服务停下。systemd（默认的 ``KillMode=control-group``）、
+    ``timeout`` 这些工具把 SIGTERM 发给整个进程组，子进程和主进程同时收到——子进程先死，
+    不能当成崩溃报错、以非 0 的退出码结束。
+
     不靠轮询 ``is_alive()``：每个进程有一个 ``sentinel``（进程结束时变得可读的文件描述符），
     ``multiprocessing.connection.wait`` 同时等所有的 sentinel，进程一退出马上醒来。
     正常关闭之前先 ``stop()``：那时进程的退出是意料之中的。
     """
 
-    def __init__(self, procs: list[Any], on_failure: Callable[[str], None]) -> None:
+    STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(
+        self,
+        procs: list[Any],
+        on_failure: Callable[[str], None],
+        on_stop: Callable[[str], None],
+    ) -> None:
         super().__init__(name="minisgl-watchdog", daemon=True)
-        self.procs, self.on_failure = procs, on_failure
+        self.procs, self.on_failure, self.on_stop = procs, on_failure, on_stop
         self.stopping = threading.Event()
         self.failure: str | None = None
 
@@ -321,8 +334,14 @@ class BackendWatchdog(threading.Thread):
             if ready and not self.stopping.is_set():
                 proc = sentinels[ready[0]]  # type: ignore[index]
                 proc.join(1.0)  # 拿到退出码
+                code = proc.exitcode
+                if code == 0 or (code is not None and -code in self.STOP_SIGNALS):
+                    reason = f"backend process {proc.name} was stopped (exit code {code})"
+                    logger.warning(f"{reason}; shutting the server down")
+                    self.on_stop(reason)
+                    return
                 self.failure = f"backend process {proc.name} exited unexpectedly"
-                self.failure += f" (exit code {proc.exitcode})"
+                self.failure += f" (exit code {code})"
                 logger.error(self.failure)
                 self.on_failure(self.failure)
                 return
@@ -383,9 +402,11 @@ def launch_server(argv: Sequence[str] | None = None, *, shell: bool = False) -> 
             # 系统调用被打断，_exit_on_sigterm 让它走正常的关闭流程，而不是让用户一直等着
             main_thread = threading.main_thread().ident
             assert main_thread is not None
-            watchdog = BackendWatchdog(
-                procs, lambda _: signal.pthread_kill(main_thread, signal.SIGTERM)
-            )
+
+            def wake_main(_: str) -> None:
+                signal.pthread_kill(main_thread, signal.SIGTERM)
+
+            watchdog = BackendWatchdog(procs, wake_main, wake_main)
             watchdog.start()
             # << ch17
             run_shell(state)
@@ -398,7 +419,11 @@ def launch_server(argv: Sequence[str] | None = None, *, shell: bool = False) -> 
             sock.listen(2048)
             host, port = sock.getsockname()[:2]
             # >> ch17
-            watchdog = BackendWatchdog(procs, state.fail_from_thread)
+            watchdog = BackendWatchdog(
+                procs,
+                state.fail_from_thread,
+                functools.partial(state.fail_from_thread, stopping=True),
+            )
             watchdog.start()
             # << ch17
             logger.info(f"API server is ready on http://{host}:{port}")

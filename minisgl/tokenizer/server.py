@@ -135,8 +135,24 @@ def _receive(recv: ZmqPullQueue[BaseTokenizerMsg], local_bs: int) -> list[BaseTo
     return msgs
 
 
-def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+class _StopOnSignal:
+    """SIGTERM 的处理函数：抛出 ``KeyboardInterrupt``，和 Ctrl-C 走同一条退出路径，同时记下收到过。
+
+    只抛异常不够：信号处理函数在哪一行字节码之间运行是不定的，异常要是落在 ``__del__`` 或者
+    别的回调里（加载分词器时，正好有对象被回收），Python 只打印一句 "Exception ignored" 就把它
+    吞掉，进程照常往下跑，启动器等满 5 秒只好 SIGKILL。所以就绪之前、每一轮取消息之前再
+    ``check()`` 一次。"""
+
+    def __init__(self) -> None:
+        self.received = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.received = True
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    def check(self) -> None:
+        if self.received:
+            raise KeyboardInterrupt("a signal arrived earlier")
 
 
 def tokenize_worker(
@@ -163,7 +179,8 @@ def tokenize_worker(
     """
     # SIGTERM（Process.terminate()、kill）和 Ctrl-C 走同一条退出路径。阻塞在 recv 里时，
     # pyzmq 被信号打断后会先运行 Python 的信号处理函数，所以等消息时也能及时退出
-    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    stop = _StopOnSignal()
+    signal.signal(signal.SIGTERM, stop)
     init_logger(__name__, f"tokenizer_{tokenizer_id}")  # 日志里标上是哪一个 tokenizer 进程
     queues: list[ZmqPullQueue | ZmqPushQueue] = []
     try:
@@ -179,9 +196,11 @@ def tokenize_worker(
         queues.append(send_backend)
         send_frontend = ZmqPushQueue(frontend_addr, create=False, encoder=BaseFrontendMsg.encoder)
         queues.append(send_frontend)
+        stop.check()
         if ack_queue is not None:
             ack_queue.put(f"tokenizer {tokenizer_id} is ready")
         while True:
+            stop.check()
             msgs = _receive(recv, local_bs)
             backend, frontend = worker.handle(msgs)
             logger.debug(f"{len(msgs)} messages in, {len(backend)} + {len(frontend)} out")

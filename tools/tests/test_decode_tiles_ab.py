@@ -58,7 +58,7 @@ def test_only_long_k_gemv_at_one_row_gets_the_config() -> None:
 GEMV_SHAPES = [(8, 4096, 1024), (2, 6144, 1024), (8, 1024, 2048), (8, 1024, 3072), (1, 4096, 1024)]
 
 
-@pytest.mark.parametrize("name", ["rows-wide-16", "rows-narrow-16n", "rows-fma"])
+@pytest.mark.parametrize("name", ["rows-wide-16", "rows-narrow-16n", "rows-fma", "rows-8w"])
 def test_gemv_of_several_rows_gets_the_config_by_width(name: str) -> None:
     """几行时输出比输入宽的换 ``rows_wide``，不比输入宽的换 ``rows_narrow``；M=1 的、variant
     没给的那一样照旧。"""
