@@ -114,6 +114,11 @@ VARIANTS: dict[str, Variant] = {
     "silu-apart": Variant(silu_apart_from=1),
     "silu-apart-m2": Variant(silu_apart_from=2),
     "silu-16-4w": Variant(gate_silu=LinearConfig(16, 1024, 1, num_warps=4, num_stages=2)),
+    # 同一个 kernel 不溢出寄存器的两组：现在这组（8 行、一块 1,024 个、2 个 warp）在 sm_90 上
+    # 每个线程只分到 32 个寄存器、3,368 字节放在栈上（triton 3.6）；一块 512 个时 168 个寄存器，
+    # 4 个 warp 时 232 个，都不溢出
+    "silu-512k": Variant(gate_silu=LinearConfig(8, 512, 1, num_warps=2, num_stages=2)),
+    "silu-4w": Variant(gate_silu=LinearConfig(8, 1024, 1, num_warps=4, num_stages=2)),
     "store-apart": Variant(store_apart=True),
 }
 

@@ -290,3 +290,42 @@ def test_sigterm_swallowed_while_loading_still_stops_the_worker(
     lines = result.stdout.splitlines()  # 日志也在 stdout 里
     assert "ready" not in lines and lines[-1] == "exited"  # 没有报告就绪，主函数正常返回
     assert os.listdir(ipc_dir) == []
+
+
+def test_sigterm_swallowed_while_idle_still_stops_the_worker(
+    tiny_model: Path, ipc_dir: str
+) -> None:
+    """同样的事落在空闲时：进程在等消息，处理函数的异常被吞掉，只剩下"收到过"的标志（测试就绪
+    之后从另一个线程直接设上它，模拟这种情形）。进程不能一直堵在 ``recv`` 里：每隔
+    ``IDLE_CHECK_MS`` 醒来看一次，几秒内正常退出。"""
+    code = textwrap.dedent(
+        """
+        import sys, threading
+
+        import minisgl.tokenizer.server as server
+
+        stops = []
+
+        class Recorded(server._StopOnSignal):
+            def __init__(self):
+                super().__init__()
+                stops.append(self)
+
+        class SwallowedWhenReady:
+            def put(self, msg):
+                threading.Timer(0.5, setattr, (stops[0], "received", True)).start()
+
+        server._StopOnSignal = Recorded
+        model, d = sys.argv[1:]
+        server.tokenize_worker(
+            tokenizer_path=model, addr=f"ipc://{d}/tok", create=True,
+            backend_addr=f"ipc://{d}/back", frontend_addr=f"ipc://{d}/front",
+            ack_queue=SwallowedWhenReady(),
+        )
+        print("exited", flush=True)
+        """
+    )
+    result = run_in_fresh_interpreter(code, tiny_model, ipc_dir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "exited"
+    assert os.listdir(ipc_dir) == []

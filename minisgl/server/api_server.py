@@ -265,19 +265,25 @@ async def health() -> Response:
 SHUTDOWN_DRAIN_S = 1.5  # 其中前这么久让它们正常跑完；还没完的回 503，后一半时间留给它送到客户端
 
 
-class _HttpServer(uvicorn.Server):
+def _answer_unfinished_on_exit(server: uvicorn.Server) -> None:
     """uvicorn 收到 Ctrl-C、SIGTERM 以后不再接受新连接，等进行中的请求跑完，最多等
     ``GRACEFUL_SHUTDOWN_S`` 秒；到时取消它们——被取消的处理函数只剩一个纯文本的 500，流式的
     响应半路断开，没有错误事件。所以在那之前，还没跑完的请求由 ``FrontendManager.fail``
-    各得到一条错误回复：非流式的是 OpenAI 格式的 503，流式的以错误事件结束。"""
+    各得到一条错误回复：非流式的是 OpenAI 格式的 503，流式的以错误事件结束。
 
-    def handle_exit(self, sig: int, frame: Any) -> None:
-        if not self.should_exit:  # 第一次收到；再按一次 Ctrl-C 是 uvicorn 的立即退出
+    uvicorn 在 ``run`` 里把 ``server.handle_exit`` 装成这两个信号的处理函数：这里把它换成先开
+    计时器、再照常处理的版本。"""
+    handle_exit = server.handle_exit
+
+    def start_timer_then_exit(sig: int, frame: Any) -> None:
+        if not server.should_exit:  # 第一次收到；再按一次 Ctrl-C 是 uvicorn 的立即退出
             stop = functools.partial(get_state().fail_from_thread, stopping=True)
             timer = threading.Timer(SHUTDOWN_DRAIN_S, stop, ("the server is shutting down",))
             timer.daemon = True
             timer.start()
-        super().handle_exit(sig, frame)
+        handle_exit(sig, frame)
+
+    server.handle_exit = start_timer_then_exit  # type: ignore[method-assign]
 
 
 # << ch17
@@ -290,11 +296,9 @@ def run_http(sock: socket.socket) -> None:
         # 优雅关闭最多等几秒：正在流式输出的长请求不应该让 Ctrl-C 迟迟不生效
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
-    # ~~ ch15 < ch17
-    # ~ server = uvicorn.Server(config)
-    # ~~
+    server = uvicorn.Server(config)
     # >> ch17
-    server = _HttpServer(config)
     get_state().http_server = server  # 后端出故障时，FrontendManager.fail() 让它退出
+    _answer_unfinished_on_exit(server)
     # << ch17
     server.run(sockets=[sock])

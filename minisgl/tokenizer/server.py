@@ -120,28 +120,13 @@ class TokenizerWorker:
         return backend, frontend
 
 
-def _receive(recv: ZmqPullQueue[BaseTokenizerMsg], local_bs: int) -> list[BaseTokenizerMsg]:
-    """阻塞到至少有一条消息，再把已经到了的取走，凑够 ``local_bs`` 条（拆包之后数）就停。
-
-    解不开的帧（别的版本的进程、截断的数据）记一条错误就扔掉：一个坏消息不该让整个服务停下。
-    """
-    msgs: list[BaseTokenizerMsg] = []
-    while not msgs or (len(msgs) < local_bs and not recv.empty()):
-        raw = recv.get_raw()
-        try:
-            msgs.extend(unwrap(recv.decode(raw)))
-        except MessageDecodeError as e:
-            logger.error(f"dropping a malformed message: {e}")
-    return msgs
-
-
 class _StopOnSignal:
     """SIGTERM 的处理函数：抛出 ``KeyboardInterrupt``，和 Ctrl-C 走同一条退出路径，同时记下收到过。
 
     只抛异常不够：信号处理函数在哪一行字节码之间运行是不定的，异常要是落在 ``__del__`` 或者
     别的回调里（加载分词器时，正好有对象被回收），Python 只打印一句 "Exception ignored" 就把它
-    吞掉，进程照常往下跑，启动器等满 5 秒只好 SIGKILL。所以就绪之前、每一轮取消息之前再
-    ``check()`` 一次。"""
+    吞掉，进程照常往下跑（或者接着堵在 ``recv`` 里），启动器等满 5 秒只好 SIGKILL。所以就绪
+    之前、每一轮取消息之前、空闲时每隔一会儿，再 ``check()`` 一次。"""
 
     def __init__(self) -> None:
         self.received = False
@@ -153,6 +138,30 @@ class _StopOnSignal:
     def check(self) -> None:
         if self.received:
             raise KeyboardInterrupt("a signal arrived earlier")
+
+
+IDLE_CHECK_MS = 500  # 没有消息时，隔多久看一次是不是收到过停止的信号
+
+
+def _receive(
+    recv: ZmqPullQueue[BaseTokenizerMsg], local_bs: int, stop: _StopOnSignal
+) -> list[BaseTokenizerMsg]:
+    """阻塞到至少有一条消息，再把已经到了的取走，凑够 ``local_bs`` 条（拆包之后数）就停。
+
+    空着的时候不一直堵在 ``recv`` 里，每 ``IDLE_CHECK_MS`` 毫秒醒来 ``stop.check()`` 一次：停止
+    信号的异常要是被某个 ``__del__`` 吞掉了（见 ``_StopOnSignal``），这里也能发现。
+    解不开的帧（别的版本的进程、截断的数据）记一条错误就扔掉：一个坏消息不该让整个服务停下。
+    """
+    msgs: list[BaseTokenizerMsg] = []
+    while not msgs or (len(msgs) < local_bs and not recv.empty()):
+        while not msgs and recv.socket.poll(timeout=IDLE_CHECK_MS) == 0:
+            stop.check()
+        raw = recv.get_raw()
+        try:
+            msgs.extend(unwrap(recv.decode(raw)))
+        except MessageDecodeError as e:
+            logger.error(f"dropping a malformed message: {e}")
+    return msgs
 
 
 def tokenize_worker(
@@ -201,7 +210,7 @@ def tokenize_worker(
             ack_queue.put(f"tokenizer {tokenizer_id} is ready")
         while True:
             stop.check()
-            msgs = _receive(recv, local_bs)
+            msgs = _receive(recv, local_bs, stop)
             backend, frontend = worker.handle(msgs)
             logger.debug(f"{len(msgs)} messages in, {len(backend)} + {len(frontend)} out")
             if backend:

@@ -75,8 +75,8 @@ def test_gemv_of_several_rows_gets_the_config_by_width(name: str) -> None:
 
 def test_gate_silu_variants_swap_the_fused_kernel_and_put_it_back() -> None:
     """ "silu-apart" 让 ``GatedMLP`` 拆回 GEMV 加 SiLU-mul 两步（结果和合成的一样，CPU 上本来就是
-    这两步），"silu-apart-m2" 只拆几行的，一行的仍交给合成的那个；"silu-16-4w" 只换合成 kernel
-    的参数。退出时都换回来。"""
+    这两步），"silu-apart-m2" 只拆几行的，一行的仍交给合成的那个；"silu-16-4w"、"silu-512k"、
+    "silu-4w" 只换合成 kernel 的参数。退出时都换回来。"""
     import torch
 
     utils, linear = decode_tiles_ab.model_utils, decode_tiles_ab.triton_linear
@@ -100,9 +100,10 @@ def test_gate_silu_variants_swap_the_fused_kernel_and_put_it_back() -> None:
             assert calls == fused_rows and utils.linear_silu_and_mul is spy
     finally:
         utils.linear_silu_and_mul = fused
-    variant = decode_tiles_ab.VARIANTS["silu-16-4w"]
-    with decode_tiles_ab.patched(variant):
-        assert utils.linear_silu_and_mul is fused and linear.SILU_CONFIG == variant.gate_silu
+    for name in ("silu-16-4w", "silu-512k", "silu-4w"):
+        variant = decode_tiles_ab.VARIANTS[name]
+        with decode_tiles_ab.patched(variant):
+            assert utils.linear_silu_and_mul is fused and linear.SILU_CONFIG == variant.gate_silu
     assert (utils.linear_silu_and_mul, linear.SILU_CONFIG) == (fused, config)
 
 
