@@ -406,6 +406,21 @@ def test_bad_request_gets_400_with_openai_error(server: Server, body: Any, needl
     assert needle in error["message"] or needle == error["param"], error
 
 
+def test_chat_messages_as_the_template_sees_them() -> None:
+    """新版 OpenAI 客户端的两种写法：``content`` 写成几段 ``{"type": "text"}``，角色写成
+    ``developer``（system 的新名字）。交给对话模板的是接起来的文本和 ``system``。"""
+    from minisgl.server.api_server import ChatCompletionRequest
+
+    parts = [{"type": "text", "text": "用一句话"}, {"type": "text", "text": "介绍北京。"}]
+    body = {"messages": [{"role": "developer", "content": "简短回答。"},
+                         {"role": "user", "content": parts}]}  # fmt: skip
+    messages = ChatCompletionRequest.model_validate(body).messages
+    assert [m.to_dict() for m in messages] == [
+        {"role": "system", "content": "简短回答。"},
+        {"role": "user", "content": "用一句话介绍北京。"},
+    ]
+
+
 def test_malformed_json_and_other_http_errors(server: Server) -> None:
     for raw in (b'{"model": "tiny", "messages": [', b"not json at all", b""):
         resp = httpx.post(

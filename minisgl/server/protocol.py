@@ -106,14 +106,16 @@ class TextPart(BaseModel):
 
 
 class ChatMessage(BaseModel):
-    role: Literal["system", "user", "assistant"]
+    # developer：OpenAI 的新模型给 system 起的新名字，新版客户端会发它
+    role: Literal["system", "developer", "user", "assistant"]
     content: str | list[TextPart]
 
     def to_dict(self) -> dict[str, str]:
+        """交给对话模板的那一条：几段文本接起来；模板只认 system，developer 按 system 算。"""
         text = self.content
         if isinstance(text, list):
             text = "".join(part.text for part in text)
-        return {"role": self.role, "content": text}
+        return {"role": "system" if self.role == "developer" else self.role, "content": text}
 
 
 class ChatCompletionRequest(BaseModel):
