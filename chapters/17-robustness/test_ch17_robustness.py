@@ -382,7 +382,7 @@ def test_health_turns_503_before_the_server_exits(server_kit: Any, tmp_path: Pat
 
 
 def _clients_in_flight(srv: Any, streams: int, plain: int) -> tuple[list[threading.Thread], dict]:
-    """``streams`` 个流式、``plain`` 个非流式的长请求，都开始生成之后才返回。每个客户端结束时在
+    """``streams`` 个流式、``plain`` 个非流式的长请求，都在途之后才返回。每个客户端结束时在
     字典里留下它看到的结局：流的最后一个事件，非流式的状态码和响应体。"""
     started = threading.Semaphore(0)
     ended: dict[str, Any] = {}
@@ -416,6 +416,11 @@ def _clients_in_flight(srv: Any, streams: int, plain: int) -> tuple[list[threadi
         t.start()
     for _ in range(streams):
         assert started.acquire(timeout=120)
+    # 非流式的没有片段可等：等 API Server 自己的账上 streams + plain 个请求都在途
+    deadline = time.monotonic() + 60
+    while srv.metrics()["minisgl_http_requests_in_flight"] < streams + plain:
+        assert time.monotonic() < deadline, srv.metrics()
+        time.sleep(0.05)
     return threads, ended
 
 
