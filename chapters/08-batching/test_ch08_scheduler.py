@@ -142,6 +142,20 @@ def test_bad_requests_come_back_as_errors(make_llm: Callable[..., LLM], tiny_mod
     llm.shutdown()
 
 
+def test_a_bad_prompt_leaves_nothing_queued(make_llm: Callable[..., LLM], tiny_model: Path) -> None:
+    """类型不对的提示在放进调度器之前就报错：不会把前面的提示留在等待队列里，之后的调用照常。
+    一个字符串（而不是提示的列表）也报错，不会被拆成一个字符一个提示。"""
+    llm = make_llm(tiny_model)
+    with pytest.raises(TypeError):
+        llm.generate([PROMPTS[0], None])  # type: ignore[list-item]
+    assert not llm.scheduler.has_work
+    with pytest.raises(TypeError, match="wrap a single prompt"):
+        llm.generate("hello")
+    outs = llm.generate([PROMPTS[0]], SamplingParams(max_tokens=3, ignore_eos=True))
+    assert [len(o.token_ids) for o in outs] == [3]
+    assert llm.scheduler.table.num_free == llm.scheduler.table.num_rows
+
+
 def test_text_prompts_and_seeded_sampling(make_llm: Callable[..., LLM], tiny_model: Path) -> None:
     params = [SamplingParams(temperature=1.0, top_k=50, max_tokens=8, ignore_eos=True)] * 2
     params.append(SamplingParams(max_tokens=8, ignore_eos=True))

@@ -419,10 +419,13 @@ def test_chat_messages_as_the_template_sees_them() -> None:
         {"role": "system", "content": "简短回答。"},
         {"role": "user", "content": "用一句话介绍北京。"},
     ]
+    with pytest.raises(ValueError, match="lone surrogate"):  # pydantic 的 ValidationError
+        ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "x\udfff"}]})
 
 
 def test_malformed_json_and_other_http_errors(server: Server) -> None:
-    for raw in (b'{"model": "tiny", "messages": [', b"not json at all", b""):
+    lone_surrogate = b'{"messages": [{"role": "user", "content": "x\\udfff"}]}'  # 编码不成 UTF-8
+    for raw in (b'{"model": "tiny", "messages": [', b"not json at all", b"", lone_surrogate):
         resp = httpx.post(
             server.url("/v1/chat/completions"),
             content=raw,
@@ -605,6 +608,15 @@ def test_shell_one_user_with_reset(tiny_model: Path, tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- 参数
+
+
+def test_parse_args_reports_a_bad_dtype_like_argparse(capsys: pytest.CaptureFixture[str]) -> None:
+    """不认识的 ``--dtype``：和别的坏参数一样，一行 ``error:``、退出码 2，没有 traceback。"""
+    from minisgl.server import parse_args
+
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--model", "models/tiny-qwen3", "--dtype", "fp64"])
+    assert exc.value.code == 2 and "error:" in capsys.readouterr().err
 
 
 def test_parse_args_fills_addresses_and_shell_mode() -> None:

@@ -186,3 +186,28 @@ def test_metrics_count_retractions() -> None:
     assert "# TYPE minisgl_requests_retracted_total counter" in lines
     assert "minisgl_requests_retracted_total 3" in lines
     assert "# TYPE minisgl_running_requests gauge" in lines
+
+
+def test_sampling_values_of_the_wrong_kind_are_rejected_up_front(tiny_model: Path) -> None:
+    """离线的 ``LLM`` 不经过 HTTP 的请求模型：NaN、无穷、字符串、小数的 top_k 在准入时就是错误结果，
+    不等到采样器里才出错——那样出错的那一步拿着请求的行和页，一个坏请求漏掉一份，行用完以后
+    ``generate`` 再也等不到空行。这里坏请求比行数多，之后的好请求照样跑完，行和页都还了回来。"""
+    llm = make_llm(tiny_model, overlap=False, max_running_reqs=2)
+    bad = [
+        SamplingParams(temperature=float("nan")),
+        SamplingParams(temperature=float("inf")),
+        SamplingParams(temperature="0.7"),  # type: ignore[arg-type]
+        SamplingParams(top_k=2.5),  # type: ignore[arg-type]
+        SamplingParams(max_tokens="5"),  # type: ignore[arg-type]
+        SamplingParams(top_p=float("nan")),
+    ]
+    outs = llm.generate([PROMPTS[0]] * len(bad), bad)
+    assert [o.finish_reason for o in outs] == ["error"] * len(bad)
+    assert [o.error.split()[0] for o in outs if o.error] == [
+        "temperature", "temperature", "temperature", "top_k", "max_tokens", "top_p"
+    ]  # fmt: skip
+    good = SamplingParams(temperature=0.7, top_k=5, max_tokens=4, ignore_eos=True, seed=1)
+    assert [len(o.token_ids) for o in llm.generate(PROMPTS[:3], good)] == [4, 4, 4]
+    sched = llm.scheduler
+    assert sched.table.num_free == sched.table.num_rows
+    llm.shutdown()

@@ -456,6 +456,21 @@ def test_sigterm_under_load_exits_cleanly(server_kit: Any, tmp_path: Path) -> No
         srv.kill()
 
 
+def test_a_late_stop_timer_after_the_event_loop_closed_does_nothing() -> None:
+    """空闲的服务收到信号以后很快就关掉了事件循环，关闭的计时器（1.5 秒）到时已经没有事件循环
+    可用：``fail_from_thread`` 什么也不做，而不是在计时器线程里抛出 "Event loop is closed"。"""
+    from minisgl.server.frontend import FrontendManager
+
+    async def listen_once() -> asyncio.Task[None]:
+        return asyncio.create_task(asyncio.sleep(0))
+
+    frontend: Any = FrontendManager(config=None, send_tokenizer=None, recv_tokenizer=None)
+    frontend.listener = asyncio.run(listen_once())  # asyncio.run 返回时已经关掉了事件循环
+    assert frontend.listener.get_loop().is_closed()
+    frontend.fail_from_thread("the server is shutting down", stopping=True)
+    assert frontend.failure is None  # 没有排进任何事件循环，也没有异常
+
+
 def test_sigterm_to_the_whole_process_group_is_a_clean_stop(
     server_kit: Any, tmp_path: Path
 ) -> None:

@@ -55,16 +55,22 @@ class LLM:
     ) -> list[RequestOutput]:
         """文本（原样编码，不套对话模板）或 token id 列表；采样参数可以一个，也可以每个提示一个。
         返回的顺序和 ``prompts`` 相同。"""
+        if isinstance(prompts, str):  # 否则会被当成一串提示，每个字符一个
+            raise TypeError("prompts must be a list; wrap a single prompt as [prompt]")
         if sampling_params is None or isinstance(sampling_params, SamplingParams):
             sampling_params = [sampling_params or SamplingParams()] * len(prompts)
         if len(sampling_params) != len(prompts):
             raise ValueError(f"{len(prompts)} prompts but {len(sampling_params)} sampling params")
         results: dict[int, RequestOutput] = {}
+        # 先把每个提示都变成张量，再放进调度器：一个提示的类型不对，在这里就报错，不会把前面的
+        # 几个留在等待队列里（下一次调用会跑到它们）
+        reqs: list[PendingReq] = []
         for prompt, params in zip(prompts, sampling_params):
             ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
             uid, self._next_uid = self._next_uid, self._next_uid + 1
             results[uid] = RequestOutput(uid, prompt_ids=ids)
-            req = PendingReq(uid, torch.tensor(ids, dtype=torch.int32), params)
+            reqs.append(PendingReq(uid, torch.tensor(ids, dtype=torch.int32), params))
+        for req in reqs:
             self._record(results, self.scheduler.add_request(req))
         while self.scheduler.has_work:
             for out in self.scheduler.step():
@@ -76,9 +82,9 @@ class LLM:
 
     @staticmethod
     def _record(results: dict[int, RequestOutput], out: TokenOutput | None) -> None:
-        if out is None:
+        r = results.get(out.uid) if out is not None else None
+        if r is None:  # 没有输出，或者是之前一次被打断（Ctrl-C）的调用留下、这次接着跑完的请求
             return
-        r = results[out.uid]
         if out.token is not None:
             r.token_ids.append(out.token)
         if out.finished:

@@ -37,6 +37,34 @@ from .utils import AbortReq
 logger = init_logger(__name__)
 
 
+# >> ch17
+import math
+import numbers
+
+from minisgl.core import SamplingParams
+
+
+def _bad_sampling_type(params: SamplingParams) -> str | None:
+    """采样参数的类型和有限性。HTTP 的请求模型早就把关了（第 15、16 章）；离线的 ``LLM`` 直接收
+    ``SamplingParams``，``temperature=nan``、``max_tokens="5"`` 这样的值要在这里拦下：不然它们
+    到了采样器里才出错，出错的那一步正拿着这个请求的行和页，一个坏请求就漏掉一份资源。NumPy 的
+    数也算（``numbers`` 的抽象类认得它们）。"""
+    for name in ("temperature", "top_p"):
+        value = getattr(params, name)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or not math.isfinite(value)
+        ):
+            return f"{name} must be a finite number, got {value!r}"
+    for name in ("top_k", "max_tokens"):
+        value = getattr(params, name)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            return f"{name} must be an integer, got {value!r}"
+    return None
+
+
+# << ch17
 # >> ch14
 import hashlib
 from collections import deque
@@ -165,6 +193,11 @@ class Scheduler:
         vocab = self.engine.vocab_size
         if int(ids.min()) < 0 or int(ids.max()) >= vocab:  # 否则 embedding 越界，整个进程崩掉
             return f"token ids must be in [0, {vocab}), got {int(ids.min())}..{int(ids.max())}"
+        # >> ch17
+        bad = _bad_sampling_type(params)
+        if bad is not None:
+            return bad
+        # << ch17
         if params.max_tokens < 1:
             return f"max_tokens must be >= 1, got {params.max_tokens}"
         if not 0.0 < params.top_p <= 1.0:

@@ -227,7 +227,10 @@ def parse_args(argv: Sequence[str] | None = None, *, shell: bool = False) -> Ser
     kwargs = vars(ns).copy()
     tp = kwargs.pop("tp")
     dtype = kwargs.pop("dtype")
-    kwargs["dtype"] = None if dtype == "auto" else dtype_from_str(dtype)
+    try:
+        kwargs["dtype"] = None if dtype == "auto" else dtype_from_str(dtype)
+    except ValueError as e:  # 和下面一样，像 argparse 自己的错误那样报出来
+        _build_parser().error(str(e))
     kwargs["use_cuda_graph"] = not kwargs.pop("disable_cuda_graph")
     kwargs["dummy_weights"] = kwargs.pop("dummy_weights")
     kwargs["model_path"] = _model_path(kwargs["model_path"])

@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from minisgl.core import SamplingParams
 
@@ -109,6 +109,18 @@ class ChatMessage(BaseModel):
     # developer：OpenAI 的新模型给 system 起的新名字，新版客户端会发它
     role: Literal["system", "developer", "user", "assistant"]
     content: str | list[TextPart]
+
+    @field_validator("content")
+    @classmethod
+    def _encodable(cls, content: str | list[TextPart]) -> str | list[TextPart]:
+        """JSON 的 ``"\udfff"`` 是一个落单的代理项：解析得出来，却编码不成 UTF-8，到了发给
+        tokenizer 的那一步才出错（500）。在这里就拒绝（400）。"""
+        text = content if isinstance(content, str) else "".join(p.text for p in content)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("contains a lone surrogate, which is not valid Unicode") from None
+        return content
 
     def to_dict(self) -> dict[str, str]:
         """交给对话模板的那一条：几段文本接起来；模板只认 system，developer 按 system 算。"""
