@@ -437,7 +437,7 @@ def _each_client_got_an_answer(ended: dict[str, Any], reason: str) -> None:
 
 
 def test_sigterm_under_load_exits_cleanly(server_kit: Any, tmp_path: Path) -> None:
-    """负载下 SIGTERM：进行中的请求先有一小段时间正常跑完，还没完的得到 503 或者错误事件，
+    """负载下 SIGTERM：还没跑完的请求马上得到 503 或者错误事件（来得及的也可能正常跑完），
     退出码 0，不留进程和文件，日志里没有 uvicorn 取消处理函数的 traceback。"""
     srv = server_kit.start(tmp_path / "term.log", "--max-running-reqs", "16")
     try:
@@ -456,9 +456,10 @@ def test_sigterm_under_load_exits_cleanly(server_kit: Any, tmp_path: Path) -> No
         srv.kill()
 
 
-def test_a_late_stop_timer_after_the_event_loop_closed_does_nothing() -> None:
-    """空闲的服务收到信号以后很快就关掉了事件循环，关闭的计时器（1.5 秒）到时已经没有事件循环
-    可用：``fail_from_thread`` 什么也不做，而不是在计时器线程里抛出 "Event loop is closed"。"""
+def test_failing_after_the_event_loop_closed_does_nothing() -> None:
+    """空闲的服务收到信号以后很快就关掉了事件循环；叫醒等待者的线程（或者看门狗）要是这之后才
+    轮到运行，已经没有事件循环可用：``fail_from_thread`` 什么也不做，而不是在那个线程里抛出
+    "Event loop is closed"、在日志里留下一段 traceback。"""
     from minisgl.server.frontend import FrontendManager
 
     async def listen_once() -> asyncio.Task[None]:

@@ -262,28 +262,27 @@ async def health() -> Response:
 
 
 # >> ch17
-SHUTDOWN_DRAIN_S = 1.5  # 其中前这么久让它们正常跑完；还没完的回 503，后一半时间留给它送到客户端
-
-
 def _answer_unfinished_on_exit(server: uvicorn.Server) -> None:
     """uvicorn 收到 Ctrl-C、SIGTERM 以后不再接受新连接，等进行中的请求跑完，最多等
     ``GRACEFUL_SHUTDOWN_S`` 秒；到时取消它们——被取消的处理函数只剩一个纯文本的 500，流式的
-    响应半路断开，没有错误事件。所以在那之前，还没跑完的请求由 ``FrontendManager.fail``
-    各得到一条错误回复：非流式的是 OpenAI 格式的 503，流式的以错误事件结束。
+    响应半路断开，没有错误事件。所以一收到信号，还没跑完的请求就由 ``FrontendManager.fail``
+    各得到一条错误回复：非流式的是 OpenAI 格式的 503，流式的以错误事件结束，整段宽限期都留给
+    把它们送到客户端。
 
-    uvicorn 在 ``run`` 里把 ``server.handle_exit`` 装成这两个信号的处理函数：这里把它换成先开
-    计时器、再照常处理的版本。"""
+    uvicorn 在 ``run`` 里把 ``server.handle_exit`` 装成这两个信号的处理函数：这里把它换成先叫醒
+    等待者、再照常处理的版本。叫醒放在另一个线程里：信号处理函数运行时，事件循环正停在某一行
+    字节码上，不该从这里动它的数据结构，``fail_from_thread`` 经 ``call_soon_threadsafe`` 回去。"""
     handle_exit = server.handle_exit
 
-    def start_timer_then_exit(sig: int, frame: Any) -> None:
+    def answer_then_exit(sig: int, frame: Any) -> None:
         if not server.should_exit:  # 第一次收到；再按一次 Ctrl-C 是 uvicorn 的立即退出
             stop = functools.partial(get_state().fail_from_thread, stopping=True)
-            timer = threading.Timer(SHUTDOWN_DRAIN_S, stop, ("the server is shutting down",))
-            timer.daemon = True
-            timer.start()
+            threading.Thread(
+                target=stop, args=("the server is shutting down",), daemon=True
+            ).start()
         handle_exit(sig, frame)
 
-    server.handle_exit = start_timer_then_exit  # type: ignore[method-assign]
+    server.handle_exit = answer_then_exit  # type: ignore[method-assign]
 
 
 # << ch17
