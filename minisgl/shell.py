@@ -38,12 +38,17 @@ def shell_sampling_params() -> SamplingParams:
 
 async def _chat_once(
     state: FrontendManager, uid: int, history: list[dict[str, str]], out: TextIO
-) -> str:
+) -> str | None:
     """一轮对话：整段历史作为一个请求发出去，回复边收边打印，返回完整的回复。"""
     msg = TokenizeMsg(uid=uid, text=list(history), sampling_params=shell_sampling_params())
     await state.send_one(msg)
     parts: list[str] = []
     async for ack in state.wait_for_ack(uid):
+        # >> ch17
+        if ack.status.finish_reason == "error":  # 被拒绝了（比如整段对话超出了上下文）：说明原因
+            out.write(f"（没有回答：{ack.status.error}）")
+            return None
+        # << ch17
         out.write(ack.incremental_output)
         out.flush()
         parts.append(ack.incremental_output)
@@ -67,6 +72,10 @@ def run_shell(state: FrontendManager, out: TextIO | None = None) -> None:
             except EOFError:
                 print(file=out)
                 return
+            # >> ch17
+            # 终端送来的不是 UTF-8 的字节，input() 把它们变成落单的代理项，编码不成消息：换成 ?
+            line = line.encode("utf-8", "replace").decode("utf-8")
+            # << ch17
             if not line:
                 continue
             if line == "/exit":
@@ -91,6 +100,11 @@ def run_shell(state: FrontendManager, out: TextIO | None = None) -> None:
                 print("（已打断）", file=out, flush=True)
                 continue
             print(file=out, flush=True)
+            # >> ch17
+            if reply is None:  # 这一问不留在历史里：否则之后的每一问都带着它，一样被拒绝
+                history.pop()
+                continue
+            # << ch17
             history.append({"role": "assistant", "content": reply})
     finally:
         for task in asyncio.all_tasks(loop):  # 后台的 listen() 任务

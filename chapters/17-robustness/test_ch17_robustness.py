@@ -358,6 +358,37 @@ def test_shell_exits_when_the_backend_dies(tiny_model: Path, wait_until: Any) ->
             proc.wait()
 
 
+def test_shell_survives_a_rejected_turn_and_bad_bytes(tiny_model: Path) -> None:
+    """shell 里一问超出了上下文：打印原因，这一问不留在历史里，下一问照常回答（不然之后的
+    每一问都带着它、一样被拒绝，直到 /reset）。一行不是 UTF-8 的字节：换成 ?，照常回答，
+    shell 不崩。"""
+    cmd = [sys.executable, "-m", "minisgl", "--model", str(tiny_model), "--shell"]
+    cmd += ["--dtype", "float32", "--num-pages", "256", "--max-seq-len-override", "64"]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", MINISGL_SHELL_TEMPERATURE="0")
+    env["MINISGL_SHELL_MAX_TOKENS"] = "4"
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env=env, start_new_session=True,
+    )  # fmt: skip
+    try:
+        script = ("word " * 200).encode() + b"\nab\xff cd\nhi\n/exit\n"
+        out, _ = proc.communicate(script, timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = out.decode("utf-8", errors="replace")
+    assert proc.returncode == 0 and "Traceback" not in text, text
+    from minisgl.shell import HELP
+
+    turns = [t.rstrip("\n") for t in text.split(HELP + "\n", 1)[1].split("> ")]
+    rejected, bad_bytes, hello = turns[1:4]
+    assert "（没有回答：the prompt has" in rejected and "context length is 64" in rejected
+    assert bad_bytes and not bad_bytes.startswith("（没有回答")
+    assert hello and not hello.startswith("（没有回答")
+    assert ipc_files(proc.pid) == []
+
+
 def test_health_turns_503_before_the_server_exits(server_kit: Any, tmp_path: Path) -> None:
     """没有请求在跑时后端挂了：/health 和新的请求都是 503（看门狗线程直接调用 fail）。"""
     srv = server_kit.start(tmp_path / "idle-fault.log")
