@@ -56,6 +56,13 @@ def assert_nothing_left(main_pid: int, pids: list[int]) -> None:
     assert ipc_files(main_pid) == []
 
 
+def kill_if_running(proc: subprocess.Popen[bytes]) -> None:
+    """测试没走完时的保险：还在运行的服务连同它的进程组一起 SIGKILL。"""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def children(server: Any) -> list[int]:
     return [c.pid for c in psutil.Process(server.proc.pid).children(recursive=True)]
 
@@ -353,9 +360,7 @@ def test_shell_exits_when_the_backend_dies(tiny_model: Path, wait_until: Any) ->
         wait_until(lambda: not any(alive(p) for p in pids), 30, "all processes to exit")
         assert ipc_files(proc.pid) == []
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        kill_if_running(proc)
 
 
 def test_shell_survives_a_rejected_turn_and_bad_bytes(tiny_model: Path) -> None:
@@ -374,9 +379,7 @@ def test_shell_survives_a_rejected_turn_and_bad_bytes(tiny_model: Path) -> None:
         script = ("word " * 200).encode() + b"\nab\xff cd\nhi\n/exit\n"
         out, _ = proc.communicate(script, timeout=300)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        kill_if_running(proc)
     text = out.decode("utf-8", errors="replace")
     assert proc.returncode == 0 and "Traceback" not in text, text
     from minisgl.shell import HELP

@@ -283,7 +283,7 @@ class FrontendManager:
     def fail_from_thread(self, reason: str, *, stopping: bool = False) -> None:
         """别的线程（看门狗、定时器）调用：``fail()`` 要叫醒等待中的协程，必须在事件循环的线程里
         执行。还没有任何请求时（``listen()`` 任务还没建）也就没有要叫醒的，直接调用；事件循环已经
-        关了（空闲的服务不到关闭的计时器到时就退出了）也就什么都不用做。"""
+        关了（空闲的服务收到信号后很快就退出，叫醒的线程可能这之后才轮到运行）也就什么都不用做。"""
         if self.listener is None:
             self.fail(reason, stopping=stopping)
             return

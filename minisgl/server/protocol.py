@@ -105,6 +105,11 @@ class TextPart(BaseModel):
     text: str
 
 
+def _joined(content: str | list[TextPart]) -> str:
+    """``content`` 的文本：写成几段的，按顺序接起来。"""
+    return content if isinstance(content, str) else "".join(part.text for part in content)
+
+
 class ChatMessage(BaseModel):
     # developer：OpenAI 的新模型给 system 起的新名字，新版客户端会发它
     role: Literal["system", "developer", "user", "assistant"]
@@ -113,21 +118,18 @@ class ChatMessage(BaseModel):
     @field_validator("content")
     @classmethod
     def _encodable(cls, content: str | list[TextPart]) -> str | list[TextPart]:
-        """JSON 的 ``"\udfff"`` 是一个落单的代理项：解析得出来，却编码不成 UTF-8，到了发给
+        """JSON 的 ``"\\udfff"`` 是一个落单的代理项：解析得出来，却编码不成 UTF-8，到了发给
         tokenizer 的那一步才出错（500）。在这里就拒绝（400）。"""
-        text = content if isinstance(content, str) else "".join(p.text for p in content)
         try:
-            text.encode("utf-8")
+            _joined(content).encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError("contains a lone surrogate, which is not valid Unicode") from None
         return content
 
     def to_dict(self) -> dict[str, str]:
         """交给对话模板的那一条：几段文本接起来；模板只认 system，developer 按 system 算。"""
-        text = self.content
-        if isinstance(text, list):
-            text = "".join(part.text for part in text)
-        return {"role": "system" if self.role == "developer" else self.role, "content": text}
+        role = "system" if self.role == "developer" else self.role
+        return {"role": role, "content": _joined(self.content)}
 
 
 class ChatCompletionRequest(BaseModel):
