@@ -151,9 +151,24 @@ def test_a_bad_prompt_leaves_nothing_queued(make_llm: Callable[..., LLM], tiny_m
     assert not llm.scheduler.has_work
     with pytest.raises(TypeError, match="wrap a single prompt"):
         llm.generate("hello")
+    # 小数的 token id 不能悄悄截成整数，超出 int32 的也不能转换时绕回一个合法的 id
+    for bad in ([1.0, 2.7], [True, 5], [[1, 2]]):
+        with pytest.raises(TypeError, match="flat list of int"):
+            llm.generate([PROMPTS[0], bad])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="int32"):
+        llm.generate([[2**32 + 5]])
+    assert not llm.scheduler.has_work
     outs = llm.generate([PROMPTS[0]], SamplingParams(max_tokens=3, ignore_eos=True))
     assert [len(o.token_ids) for o in outs] == [3]
     assert llm.scheduler.table.num_free == llm.scheduler.table.num_rows
+
+
+def test_generate_after_shutdown_says_so(make_llm: Callable[..., LLM], tiny_model: Path) -> None:
+    llm = make_llm(tiny_model)
+    llm.shutdown()
+    llm.shutdown()  # 第二次什么也不做
+    with pytest.raises(RuntimeError, match="has been shut down"):
+        llm.generate([PROMPTS[0]])
 
 
 def test_text_prompts_and_seeded_sampling(make_llm: Callable[..., LLM], tiny_model: Path) -> None:

@@ -566,8 +566,12 @@ def test_launcher_fails_fast_when_a_backend_process_dies(tmp_path: Path) -> None
         kill_group(proc)
     text = out.decode("utf-8", errors="replace")
     assert proc.returncode != 0
-    # 调度器和 tokenizer 都加载不了这个"模型"，谁先退出就报谁
-    assert re.search(r"exited before it was ready: minisgl-\S+ \(exit code 1\)", text), text[-3000:]
+    # 调度器和 tokenizer 都加载不了这个"模型"，谁先退出就报谁；最后一行带着它报上来的原因，
+    # 主进程自己不再打一段 traceback
+    last = text.strip().splitlines()[-1]
+    pattern = r"exited before it was ready: minisgl-\S+ \(exit code 1\): "
+    assert re.search(pattern, last), text[-3000:]
+    assert str(empty) in last and last.startswith("the server did not start")
     assert ipc_files(proc.pid) == []
 
 
@@ -655,9 +659,15 @@ def test_parse_args_fills_addresses_and_shell_mode() -> None:
     assert shell.shell and shell.max_running_reqs == 1 and shell.silent_output
     assert shell.cuda_graph_batch_sizes == (1,)
 
-    for bad in (["--model", "m", "--port", "70000"], ["--model", "m", "--num-tokenizer", "-1"]):
+    bad_args = (
+        ["--port", "70000"],
+        ["--num-tokenizer", "-1"],
+        ["--max-seq-len-override", "0"],  # 不是"不限"：不给这个参数才是取模型的上限
+        ["--max-seq-len-override", "-5"],
+    )
+    for bad in bad_args:
         with pytest.raises(SystemExit):  # argparse 式的报错（退出码 2），不是 traceback
-            parse_args(bad)
+            parse_args(["--model", "m", *bad])
 
 
 def test_without_model_the_demo_chat_model_is_served(

@@ -387,6 +387,7 @@ def test_shell_survives_a_rejected_turn_and_bad_bytes(tiny_model: Path) -> None:
     turns = [t.rstrip("\n") for t in text.split(HELP + "\n", 1)[1].split("> ")]
     rejected, bad_bytes, hello = turns[1:4]
     assert "（没有回答：the prompt has" in rejected and "context length is 64" in rejected
+    assert "WARNING" not in rejected  # 原因只说一遍，调度器的警告不插进对话
     assert bad_bytes and not bad_bytes.startswith("（没有回答")
     assert hello and not hello.startswith("（没有回答")
     assert ipc_files(proc.pid) == []

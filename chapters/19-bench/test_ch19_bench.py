@@ -683,6 +683,20 @@ def test_resume_runs_only_the_parts_an_interrupted_run_left(
     assert header(meta, {"hf": {}})[2].endswith("补跑了 transformers generate")  # 只有它有结果
 
 
+def test_bad_out_and_resume_are_reported_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out`` 在第一项跑完时才第一次写：目录不存在、``--resume`` 没给 ``--out``，一开始就是
+    argparse 式的报错（退出码 2），一项也不跑。"""
+    from minisgl.benchmark import __main__ as bench
+
+    monkeypatch.setattr(bench, "run", lambda *a, **k: pytest.fail("the benchmark started"))
+    for argv in (["--resume"], ["--out", str(tmp_path / "missing" / "r.json")]):
+        with pytest.raises(SystemExit) as exc:
+            bench.main(["--preset", "quick", *argv])
+        assert exc.value.code == 2 and "error:" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------- 合并的小 kernel
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -411,6 +412,11 @@ def main(argv: list[str] | None = None) -> int:
         help="接着 --out 里被打断的那一次跑：已经跑完的部分不再跑",
     )
     ns = ap.parse_args(argv)
+    # 跑完一项才第一次写 --out：写不进去的路径现在就报，不要等几分钟以后
+    if ns.resume and not ns.out:
+        ap.error("--resume needs --out (the results of the interrupted run)")
+    if ns.out and not os.path.isdir(os.path.dirname(os.path.abspath(ns.out))):
+        ap.error(f"--out: the directory of {ns.out} does not exist")
     preset = PRESETS[ns.preset]
     results = run(
         preset, ns.model or preset.model, ns.skip_hf, ns.skip_online, argv, ns.out,

@@ -66,6 +66,9 @@ class EngineConfig:
             raise ValueError(f"memory_fraction must be in (0, 1], got {self.memory_fraction}")
         if self.max_running_reqs < 1:
             raise ValueError(f"max_running_reqs must be >= 1, got {self.max_running_reqs}")
+        # 至少放得下 1 个提示 token 加 1 个生成的 token；0 不当成"不限"，那是 None 的意思
+        if self.max_seq_len is not None and self.max_seq_len < 2:
+            raise ValueError(f"max_seq_len must be >= 2, got {self.max_seq_len}")
         sizes = tuple(sorted(set(self.cuda_graph_batch_sizes)))
         if sizes and sizes[0] < 1:
             raise ValueError(f"cuda graph batch sizes must be >= 1, got {sizes}")

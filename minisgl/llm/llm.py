@@ -40,6 +40,7 @@ class LLM:
         self.scheduler = Scheduler(self.config)
         self._tokenizer: Any = None
         self._next_uid = 0
+        self._shut_down = False
 
     @property
     def tokenizer(self) -> Any:
@@ -55,6 +56,8 @@ class LLM:
     ) -> list[RequestOutput]:
         """文本（原样编码，不套对话模板）或 token id 列表；采样参数可以一个，也可以每个提示一个。
         返回的顺序和 ``prompts`` 相同。"""
+        if self._shut_down:  # 引擎和它的显存都已经放掉了：说清楚，而不是在深处报一个无关的错
+            raise RuntimeError("this LLM has been shut down; create a new one")
         if isinstance(prompts, str):  # 否则会被当成一串提示，每个字符一个
             raise TypeError("prompts must be a list; wrap a single prompt as [prompt]")
         if sampling_params is None or isinstance(sampling_params, SamplingParams):
@@ -69,7 +72,7 @@ class LLM:
             ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
             uid, self._next_uid = self._next_uid, self._next_uid + 1
             results[uid] = RequestOutput(uid, prompt_ids=ids)
-            reqs.append(PendingReq(uid, torch.tensor(ids, dtype=torch.int32), params))
+            reqs.append(PendingReq(uid, _token_tensor(ids), params))
         for req in reqs:
             self._record(results, self.scheduler.add_request(req))
         while self.scheduler.has_work:
@@ -91,4 +94,20 @@ class LLM:
             r.finish_reason, r.error = out.finish_reason, out.error
 
     def shutdown(self) -> None:
-        self.scheduler.shutdown()
+        """放掉引擎（显存、进程组）。可以调用多次；之后再 ``generate`` 会报错。"""
+        if not self._shut_down:
+            self._shut_down = True
+            self.scheduler.shutdown()
+
+
+def _token_tensor(ids: list[int]) -> torch.Tensor:
+    """token id 的列表 → int32 张量。小数、布尔、嵌套的列表报错：``torch.tensor(..., dtype=int32)``
+    会把 2.7 悄悄截成 2、把 True 当成 1。所以先让 torch 推断类型（整数是 int64）再检查，转成
+    int32 之前还要看范围：int64 转 int32 会把超出的 id 悄悄绕回一个合法的 id。"""
+    tokens = torch.tensor(ids)
+    is_bool = tokens.dtype == torch.bool or any(isinstance(t, bool) for t in ids)
+    if ids and (tokens.dim() != 1 or tokens.is_floating_point() or is_bool):
+        raise TypeError(f"a prompt is a str or a flat list of int token ids, got {ids[:4]}...")
+    if ids and not -(2**31) <= int(tokens.min()) <= int(tokens.max()) < 2**31:
+        raise ValueError("token ids must fit in int32")
+    return tokens.to(torch.int32)

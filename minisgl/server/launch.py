@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import multiprocessing as mp
 import os
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
@@ -41,6 +43,7 @@ from minisgl.utils import init_logger
 from .args import ServerArgs, parse_args
 
 __all__ = [
+    "BackendStartError",
     "BackgroundServer",
     "ServingScheduler",
     "launch_server",
@@ -88,6 +91,26 @@ def _become_worker(title: str) -> None:
         import ctypes
 
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
+@dataclass(frozen=True)
+class _StartFailure:
+    """子进程里出的错，经就绪消息的队列交给启动器。"""
+
+    process: str  # multiprocessing 的进程名，如 minisgl-TP0-scheduler
+    error: str
+
+
+@contextlib.contextmanager
+def _failure_reported_to(ack_queue: Any) -> Iterator[None]:
+    """就绪之前出的错（模型不在、显存不够……）先放进 ``ack_queue`` 再照常抛出：启动器的报错里
+    就有原因，用户不用在几个子进程的 traceback 里找。"""
+    try:
+        yield
+    except Exception as e:
+        error = f"{type(e).__name__}: {e}"[:1000]  # 队列走管道：别让一条消息大到堵住它
+        ack_queue.put(_StartFailure(mp.current_process().name, error))
+        raise
 
 
 class ServingScheduler(Scheduler):
@@ -157,7 +180,8 @@ def _run_scheduler(args: ServerArgs, ack_queue: Any) -> None:
         if sys.platform.startswith("linux"):  # 都在本机：gloo 走回环网卡，不依赖主机名解析
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     with torch.inference_mode():
-        scheduler = ServingScheduler(args)
+        with _failure_reported_to(ack_queue):
+            scheduler = ServingScheduler(args)
         try:
             scheduler.sync_all_ranks()  # 所有 rank 都初始化完（包括广播的订阅）再开始
             scheduler.report_kv("ready")
@@ -169,6 +193,10 @@ def _run_scheduler(args: ServerArgs, ack_queue: Any) -> None:
                 ack_queue.put("Scheduler is ready")
             if args.silent_output:
                 logging.disable(logging.INFO)
+            # >> ch17
+            if args.shell:  # 被拒绝的一问由 shell 自己说明原因，不再多一行警告插进对话里
+                logging.disable(logging.WARNING)
+            # << ch17
             scheduler.run_forever()  # 收到 ExitMsg 时返回
         finally:
             scheduler.shutdown()
@@ -179,7 +207,8 @@ def _run_tokenizer(title: str, **kwargs: Any) -> None:
     _become_worker(title)
     from minisgl.tokenizer import tokenize_worker
 
-    tokenize_worker(**kwargs)
+    with _failure_reported_to(kwargs["ack_queue"]):
+        tokenize_worker(**kwargs)
 
 
 # ---------------------------------------------------------------- 启动与关闭
@@ -245,22 +274,45 @@ def start_backend(args: ServerArgs, ready_timeout: float | None = None) -> list[
     return procs
 
 
+class BackendStartError(RuntimeError):
+    """有后端进程在就绪之前退出了。"""
+
+
 def _wait_for_acks(ack_queue: Any, procs: list[Any], count: int, timeout: float | None) -> None:
     deadline = None if timeout is None else time.monotonic() + timeout
     got = 0
+    causes: dict[str, str] = {}  # 进程名 → 它报上来的错
     while got < count:
-        try:
-            logger.info(ack_queue.get(timeout=0.5))
-            got += 1
-            continue
-        except queue.Empty:
-            pass
+        for msg in _next_messages(ack_queue, wait=0.5):
+            if isinstance(msg, _StartFailure):
+                causes[msg.process] = msg.error
+            else:
+                logger.info(msg)
+                got += 1
         dead = [p for p in procs if p.exitcode is not None]
-        if dead:
-            names = ", ".join(f"{p.name} (exit code {p.exitcode})" for p in dead)
-            raise RuntimeError(f"backend process exited before it was ready: {names}")
+        if dead and got < count:
+            # 子进程先放消息再退出：它的错这时一定已经在队列里了
+            for msg in _next_messages(ack_queue, wait=0.1):
+                if isinstance(msg, _StartFailure):
+                    causes[msg.process] = msg.error
+            names = ", ".join(
+                f"{p.name} (exit code {p.exitcode})"
+                + (f": {causes[p.name]}" if p.name in causes else "")
+                for p in dead
+            )
+            raise BackendStartError(f"backend process exited before it was ready: {names}")
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"only {got} of {count} backend processes ready after {timeout} s")
+
+
+def _next_messages(ack_queue: Any, wait: float) -> Iterator[Any]:
+    """最多等 ``wait`` 秒拿到一条消息，再把已经到了的都拿出来。"""
+    try:
+        yield ack_queue.get(timeout=wait)
+        while True:
+            yield ack_queue.get_nowait()
+    except queue.Empty:
+        return
 
 
 def shutdown_backend(args: ServerArgs, procs: list[Any], timeout: float = 10.0) -> None:
@@ -430,6 +482,8 @@ def launch_server(argv: Sequence[str] | None = None, *, shell: bool = False) -> 
             run_http(sock)
     except KeyboardInterrupt:
         pass
+    except BackendStartError as e:  # 原因已经在 e 里：一行说清楚，不再多一段主进程的 traceback
+        raise SystemExit(f"the server did not start: {e}") from None
     # >> ch17
     except SystemExit:  # SIGTERM；看门狗叫停 shell 时也是它：那时要以非 0 的退出码结束
         if watchdog is None or watchdog.failure is None:
