@@ -440,6 +440,9 @@ def test_malformed_json_and_other_http_errors(server: Server) -> None:
     assert resp.status_code == 405 and "error" in resp.json()
     resp = httpx.get(server.url("/no/such/path"), timeout=HTTP_TIMEOUT)
     assert resp.status_code == 404 and "error" in resp.json()
+    # 有的负载均衡器用 HEAD 探活：和 GET 一样的状态码，没有响应体
+    resp = httpx.head(server.url("/health"), timeout=HTTP_TIMEOUT)
+    assert resp.status_code == 200 and resp.content == b""
     # 这些都没有伤到服务
     assert server.chat(prompt="hi", max_tokens=2).status_code == 200
 

@@ -3,7 +3,7 @@
 - ``POST /v1/chat/completions``、``POST /v1/completions``：OpenAI 的两个生成接口，
   ``stream=true`` 时返回 SSE，否则返回一个 JSON；
 - ``POST /generate``：最简单的流式接口，``prompt`` + ``max_tokens``，每段增量文本一条 SSE；
-- ``GET /v1/models``、``GET /health``、``GET /metrics``。
+- ``GET /v1/models``、``GET /health``（也接受 ``HEAD``）、``GET /metrics``。
 
 这个文件只管 HTTP：路由、SSE 与错误体的编码。请求体的格式和响应的 JSON 形状在 ``protocol.py``，
 按 uid 分发回复的 ``FrontendManager`` 在 ``frontend.py``，一个请求的生成过程在
@@ -250,7 +250,7 @@ async def v1_models() -> dict[str, Any]:
     return {"object": "list", "data": [card]}
 
 
-@app.get("/health", response_model=None)
+@app.api_route("/health", methods=["GET", "HEAD"], response_model=None)
 async def health() -> Response:
     """负载均衡器、Kubernetes 的存活探针看这里。"""
     # >> ch17
