@@ -14,7 +14,32 @@ __all__ = ["_decode_partial_kernel", "_decode_reduce_kernel", "_extend_kernel"]
 
 
 # >> ch19
-from minisgl.kernel.triton_ops import dependent_start  # 依赖启动（第 19 章）
+from minisgl.kernel.triton_ops import (  # 依赖启动（第 19 章）
+    dependent_start,
+    gdc_launch_dependents,
+    gdc_wait,
+    prefetch_l2,
+)
+
+
+@triton.jit
+def _prefetch_first_block(
+    K, V, PT, row, kvh, start, end, stride_kt, stride_kh, stride_pt,
+    D: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    """依赖启动时 decode 注意力在 ``gdc_wait`` 之前做的事：页表、长度是主机在这一步之前写好的，
+    可以先读；这一段第一块的 K/V 从显存拉进 L2，等完了再读就近取。每 128 字节（64 个 16 位的
+    数）预取一次，数据不进寄存器。这一步的新 token 是前一个 kernel 正在写的那一行：L2 是所有
+    SM 的写都要经过的地方，先预取再被写，读到的也是新值。"""
+    offs_n = start + tl.arange(0, BLOCK_N)
+    slot = tl.load(PT + row * stride_pt + offs_n, mask=offs_n < end, other=0).to(tl.int64)
+    if D >= 64:
+        lines = tl.arange(0, D // 64) * 64
+    else:  # 一行不到 128 字节
+        lines = tl.arange(0, 1)
+    offs = slot[:, None] * stride_kt + kvh * stride_kh + lines[None, :]
+    prefetch_l2(K + offs)
+    prefetch_l2(V + offs)
 
 
 # << ch19
@@ -119,9 +144,6 @@ def _decode_partial_kernel(
     PDL: tl.constexpr = False,  # 依赖启动（第 19 章）
     # << ch19
 ):  # fmt: skip
-    # >> ch19
-    dependent_start(PDL)
-    # << ch19
     b = tl.program_id(0)
     kvh = tl.program_id(1)
     split = tl.program_id(2)
@@ -134,6 +156,13 @@ def _decode_partial_kernel(
     end = tl.minimum(start + per_split, kv_len)
     offs_g = tl.arange(0, GROUP_PAD)
     offs_d = tl.arange(0, D)
+    # >> ch19
+    if PDL:  # 依赖启动（第 19 章）：等前一个 kernel 的同时，把这一段第一块的 K/V 预取进 L2
+        gdc_launch_dependents()
+        _prefetch_first_block(K, V, PT, row, kvh, start, end, stride_kt, stride_kh, stride_pt,
+                              D, BLOCK_N)  # fmt: skip
+        gdc_wait()
+    # << ch19
     g_mask = offs_g < GROUP
     heads = kvh * GROUP + offs_g
     q = tl.load(Q + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],

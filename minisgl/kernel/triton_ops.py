@@ -35,6 +35,7 @@ __all__ = [
     "apply_rope_inplace",
     "dependent_launch",
     "dependent_start",
+    "prefetch_l2",
     "without_dependent_launch",
     "qk_norm_rope_inplace",
     "qk_norm_rope_store",
@@ -73,7 +74,8 @@ def dependent_launch(x: torch.Tensor) -> dict[str, bool]:
 
     规矩只有一条：打开了它的 kernel，读写前一个 kernel 碰过的内存之前必须先 ``gdc_wait``。
     前一个 kernel 自己也可能还没等到它的前一个，所以等之前只能读这一步里没有 kernel 写的东西：
-    权重、主机在这一步之前写好的元数据。这里的 kernel 都在开头（线性层在读第一块权重之后）等。
+    权重、主机在这一步之前写好的元数据。这里的 kernel 都在开头等（线性层在发出第一块权重的读
+    之后，decode 注意力在把第一块 K/V 预取进 L2 之后）。
 
     只在录 decode 的 CUDA Graph 时打开：好处全在 decode 那串几微秒的小 kernel 上；prefill 是大
     kernel，前一个还没算完，下一个的程序就占着 SM 空等，H200 上 prefill 反而慢 4～8 %——所以不录图
@@ -94,6 +96,16 @@ def without_dependent_launch() -> Iterator[None]:
         yield
     finally:
         _suppressed -= 1
+
+
+@triton.jit
+def prefetch_l2(ptrs):
+    """把这些地址所在的缓存行从显存拉进 L2，不等、不占放数据的寄存器（PTX 的
+    ``prefetch.global.L2``）。只在 GPU 上编译：解释器不认识 PTX，调用方只在依赖启动时用它。"""
+    tl.inline_asm_elementwise(
+        "prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs],
+        dtype=tl.int32, is_pure=False, pack=1,
+    )  # fmt: skip
 
 
 @triton.jit
