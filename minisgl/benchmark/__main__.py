@@ -276,12 +276,12 @@ def run(
     ``resume``：接着 ``out`` 里上一次被打断的运行跑，已经跑完的部分（见 ``finished_parts``）
     不再跑，屋顶线和下限也沿用上一次的；这一次的命令和补跑的部分记在 ``meta["resumed"]`` 里。
     本书的引擎和某一种 transformers 的比值，两部分都出自第一次时才是同一次运行里的。"""
+    _check_out(out, resume)
     t0 = time.perf_counter()
     device = pick_device()
     work = offline_workload(p)
     if resume:
-        if not out:
-            raise ValueError("--resume needs --out (the results of the interrupted run)")
+        assert out is not None
         results = load_results(out)
         if results.get("settings") != _settings(p) or results.get("model") != model:
             raise ValueError(f"{out} was made with other settings: {results['meta']['command']}")
@@ -391,6 +391,14 @@ def _run_ours(
     _free(device)
 
 
+def _check_out(out: str | None, resume: bool) -> None:
+    """跑完一项才第一次写 ``out``：写不进去的路径在开始之前就报，不要等几分钟以后。"""
+    if resume and not out:
+        raise ValueError("--resume needs --out (the results of the interrupted run)")
+    if out and not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        raise ValueError(f"--out: the directory of {out} does not exist")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m minisgl.benchmark", description=__doc__)
     ap.add_argument("--preset", choices=sorted(PRESETS), default="quick")
@@ -412,11 +420,10 @@ def main(argv: list[str] | None = None) -> int:
         help="接着 --out 里被打断的那一次跑：已经跑完的部分不再跑",
     )
     ns = ap.parse_args(argv)
-    # 跑完一项才第一次写 --out：写不进去的路径现在就报，不要等几分钟以后
-    if ns.resume and not ns.out:
-        ap.error("--resume needs --out (the results of the interrupted run)")
-    if ns.out and not os.path.isdir(os.path.dirname(os.path.abspath(ns.out))):
-        ap.error(f"--out: the directory of {ns.out} does not exist")
+    try:
+        _check_out(ns.out, ns.resume)
+    except ValueError as e:  # 像 argparse 自己的错误那样报出来
+        ap.error(str(e))
     preset = PRESETS[ns.preset]
     results = run(
         preset, ns.model or preset.model, ns.skip_hf, ns.skip_online, argv, ns.out,

@@ -283,18 +283,11 @@ def _wait_for_acks(ack_queue: Any, procs: list[Any], count: int, timeout: float 
     got = 0
     causes: dict[str, str] = {}  # 进程名 → 它报上来的错
     while got < count:
-        for msg in _next_messages(ack_queue, wait=0.5):
-            if isinstance(msg, _StartFailure):
-                causes[msg.process] = msg.error
-            else:
-                logger.info(msg)
-                got += 1
+        got += _take_messages(ack_queue, 0.5, causes)
         dead = [p for p in procs if p.exitcode is not None]
         if dead and got < count:
             # 子进程先放消息再退出：它的错这时一定已经在队列里了
-            for msg in _next_messages(ack_queue, wait=0.1):
-                if isinstance(msg, _StartFailure):
-                    causes[msg.process] = msg.error
+            got += _take_messages(ack_queue, 0.1, causes)
             names = ", ".join(
                 f"{p.name} (exit code {p.exitcode})"
                 + (f": {causes[p.name]}" if p.name in causes else "")
@@ -305,14 +298,21 @@ def _wait_for_acks(ack_queue: Any, procs: list[Any], count: int, timeout: float 
             raise TimeoutError(f"only {got} of {count} backend processes ready after {timeout} s")
 
 
-def _next_messages(ack_queue: Any, wait: float) -> Iterator[Any]:
-    """最多等 ``wait`` 秒拿到一条消息，再把已经到了的都拿出来。"""
+def _take_messages(ack_queue: Any, wait: float, causes: dict[str, str]) -> int:
+    """最多等 ``wait`` 秒拿到一条消息，再把已经到了的都拿出来：就绪消息记进日志、返回条数，
+    子进程报上来的错按进程名记进 ``causes``。"""
+    got = 0
     try:
-        yield ack_queue.get(timeout=wait)
+        msg = ack_queue.get(timeout=wait)
         while True:
-            yield ack_queue.get_nowait()
+            if isinstance(msg, _StartFailure):
+                causes[msg.process] = msg.error
+            else:
+                logger.info(msg)
+                got += 1
+            msg = ack_queue.get_nowait()
     except queue.Empty:
-        return
+        return got
 
 
 def shutdown_backend(args: ServerArgs, procs: list[Any], timeout: float = 10.0) -> None:
