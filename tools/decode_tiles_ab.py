@@ -62,7 +62,8 @@ class Variant:
     store_apart: bool = False  # 写 KV 单独一个 kernel，不在 q/k 的归一化和 RoPE 那个 kernel 里
     # qkv 投影的部分和先由 GEMV 合并的 kernel 合并，不交给 q/k 的归一化和 RoPE 那个 kernel
     qkv_merge_apart: bool = False
-    row_elements: int | None = None  # 按行处理的 kernel（RMSNorm、q/k 的归一化）每个程序读多少个数
+    # 按行处理的 kernel（RMSNorm、q/k 的归一化）每个程序读多少个数：换掉 triton_ops.ROW_ELEMENTS
+    row_elements: tuple[tuple[int, int], ...] | None = None
     attention_from: str | None = None  # decode 注意力的 partial kernel 取自这个文件
 
 
@@ -130,9 +131,12 @@ VARIANTS: dict[str, Variant] = {
     "silu-4w": Variant(gate_silu=LinearConfig(8, 1024, 1, num_warps=4, num_stages=2)),
     "store-apart": Variant(store_apart=True),
     "qkv-merge-apart": Variant(qkv_merge_apart=True),
-    # 每个程序的行少一些、程序多一些：隐藏层 1,024 维时一行一个程序，q/k 的头 8 个或 4 个一个程序
-    "rows-1k": Variant(row_elements=1024),
-    "rows-512": Variant(row_elements=512),
+    # token 少于 512 个时按行处理的 kernel 每个程序读多少个数（现在 512 个：隐藏层 1,024 维时一行
+    # 一个程序，head_dim 128 时 4 行）；rows-4096 是不分档、一律 4,096 个（之前的写法）
+    "rows-4096": Variant(row_elements=((1, 4096),)),
+    "rows-1k": Variant(row_elements=((1, 1024), (512, 4096))),
+    "rows-256": Variant(row_elements=((1, 256), (512, 4096))),
+    "rows-128": Variant(row_elements=((1, 128), (512, 4096))),
 }
 
 

@@ -691,7 +691,8 @@ def test_new_batch_sizes_compile_nothing() -> None:
 
 def test_warm_up_token_counts_cover_every_silu_block_and_gemv_config() -> None:
     """引擎启动时跑的那几个 token 数，恰好每档 SiLU-mul 的块各一个：服务里不管一步多少行，
-    它的块都已经编译过；GEMV 也一样，Qwen3-0.6B 的每个投影在 M = 1～16 时挑的参数都在预热的
+    它的块都已经编译过；按行处理的 kernel（隐藏层 1024 维、head_dim 128）一个程序拿几行，也都在
+    预热的 token 数里出现过；GEMV 也一样，Qwen3-0.6B 的每个投影在 M = 1～16 时挑的参数都在预热的
     token 数里出现过。PyTorch 的写法不用编译：CPU 上一个也不跑。"""
     from minisgl.kernel import triton_linear as L
 
@@ -699,6 +700,9 @@ def test_warm_up_token_counts_cover_every_silu_block_and_gemv_config() -> None:
     blocks = [T._silu_block(n) for n in counts]
     assert len(set(blocks)) == len(blocks)
     assert {T._silu_block(rows) for rows in range(1, 20000)} == set(blocks)
+    for width in (1024, 128):
+        rows = {T._block_rows(width, n) for n in range(1, 20000)}
+        assert rows == {T._block_rows(width, n) for n in counts} and len(rows) == 2
     warm = L.token_counts_to_warm_up()
     for n, k in [(4096, 1024), (1024, 2048), (6144, 1024), (1024, 3072)]:  # qkv、o、gate_up、down
         configs = {L.pick_config(m, n, k) for m in range(1, L.MAX_M + 1)}

@@ -49,7 +49,8 @@ __all__ = [
 # GPU 上让 Triton 逐条按写法舍入：不把 ``a * b - c`` 合成一条 FMA（少一次舍入，结果就和 PyTorch
 # 分开算的乘、减差一位）。解释器没有这回事，这个参数它也认。
 _EXACT = {"enable_fp_fusion": False}
-ROW_ELEMENTS = 4096  # 按行处理的 kernel 每个程序大约读这么多个数（见 _block_rows）
+# 按行处理的 kernel 每个程序大约读多少个数：（这一步至少多少个 token，读多少个数），见 _block_rows
+ROW_ELEMENTS = ((1, 512), (512, 4096))
 
 
 @functools.cache
@@ -177,11 +178,15 @@ def _check_indices(indices: torch.Tensor, tokens: int) -> None:
         raise ValueError(f"{tokens} tokens but indices of shape {tuple(indices.shape)}")
 
 
-def _block_rows(block: int) -> int:
-    """一个程序处理几行：凑够约 4096 个数。一行（一个头，128 个数）一个程序时，prefill 的
-    64 × 512 个 token 要启动 78 万个程序，每个只读 256 字节，时间都花在调度和等内存上；
-    一个程序多拿几行，一次发出的读就多。rmsnorm 和合并的 q/k kernel 对同样宽的行用同样的块。"""
-    return max(1, min(ROW_ELEMENTS // block, 64))
+def _block_rows(block: int, tokens: int) -> int:
+    """一个程序处理几行。token 多时凑够约 4096 个数：一行（一个头，128 个数）一个程序时，prefill
+    的 64 × 512 个 token 要启动 78 万个程序，每个只读 256 字节，时间都花在调度和等内存上；一个程序
+    多拿几行，一次发出的读就多。token 少时（decode）只凑约 512 个数：行本来就少，块大了程序就少，
+    每个程序的活都排在一条关键路径上（batch 1 时隐藏层一块 4 行、有 3 行是空的），一步里几十个
+    这样的 kernel 加起来很可观（第 19 章第二十六处）。rmsnorm 和合并的 q/k kernel 对同样宽的行、
+    同样的 token 数用同样的块。"""
+    elements = next(size for least, size in reversed(ROW_ELEMENTS) if tokens >= least)
+    return max(1, min(elements // block, 64))
 
 
 def rmsnorm(
@@ -200,7 +205,7 @@ def rmsnorm(
     srt, srh = _rows(residual)[2:] if residual is not None else (0, 0)
     n = x.shape[-1]
     block = triton.next_power_of_2(n)
-    rows = _block_rows(block)
+    rows = _block_rows(block, tokens)
     if tokens * heads:
         _rmsnorm_kernel[(triton.cdiv(tokens * heads, rows),)](
             x, residual if residual is not None else x, weight, out,
@@ -417,7 +422,7 @@ def _launch_qk_norm_rope(
     _, _, vct, vch = _rows(v_cache)
     half, rest = rotary_dim // 2, head_dim - rotary_dim
     block_d = triton.next_power_of_2(head_dim)
-    rows = _block_rows(block_d)
+    rows = _block_rows(block_d, tokens)
     q_programs = triton.cdiv(tokens * q_heads, rows)
     k_programs = triton.cdiv(tokens * k_heads, rows)
     grid = q_programs + k_programs * (2 if store is not None else 1)
@@ -542,9 +547,10 @@ def _silu_block(rows: int) -> int:
 
 
 def token_counts_to_warm_up() -> tuple[int, ...]:
-    """一步的 token 数分这几档，每档 kernel 的编译期参数不一样（现在只有 SiLU-mul 的块随它变）。
-    引擎启动时每档跑一次 prefill，这些 kernel 就在服务之前编译好，不在服务中途让一步停下来。"""
-    return tuple(least for least, _ in _SILU_BLOCKS)
+    """一步的 token 数分这几档，每档 kernel 的编译期参数不一样（SiLU-mul 的块、按行处理的 kernel
+    每个程序拿几行都随它变）。引擎启动时每档跑一次 prefill，这些 kernel 就在服务之前编译好，
+    不在服务中途让一步停下来。"""
+    return tuple(sorted({least for least, _ in (*_SILU_BLOCKS, *ROW_ELEMENTS)}))
 
 
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:

@@ -121,8 +121,8 @@ def test_store_apart_moves_the_kv_write_back_into_its_own_kernel() -> None:
 
 
 def test_qkv_merge_apart_and_row_elements_are_put_back() -> None:
-    """ "qkv-merge-apart" 让 ``RopeAttn`` 拿不到部分和（照旧由 GEMV 合并）；"rows-1k"、"rows-512"
-    换按行处理的 kernel 每个程序读的数，``_block_rows`` 随之变；退出时都换回来。"""
+    """ "qkv-merge-apart" 让 ``RopeAttn`` 拿不到部分和（照旧由 GEMV 合并）；"rows-…" 换按行处理的
+    kernel 每个程序读的数，``_block_rows`` 随之变；退出时都换回来。"""
     utils, tops = decode_tiles_ab.model_utils, decode_tiles_ab.ops.triton_ops
     partial_sums, elements = utils.linear_partial_sums, tops.ROW_ELEMENTS
     with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["qkv-merge-apart"]):
@@ -130,11 +130,12 @@ def test_qkv_merge_apart_and_row_elements_are_put_back() -> None:
         assert utils.linear_partial_sums(x, w, None) is None
         assert tops.ROW_ELEMENTS == elements
     assert utils.linear_partial_sums is partial_sums
-    for name, rows in (("rows-1k", 1), ("rows-512", 1)):
+    for name, rows in (("rows-4096", (4, 32)), ("rows-1k", (1, 8)), ("rows-128", (1, 1))):
         with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS[name]):
-            assert tops._block_rows(1024) == rows
-            assert tops._block_rows(128) == decode_tiles_ab.VARIANTS[name].row_elements // 128
-    assert tops.ROW_ELEMENTS == elements and tops._block_rows(1024) == 4
+            assert (tops._block_rows(1024, 8), tops._block_rows(128, 8)) == rows
+            assert (tops._block_rows(1024, 4096), tops._block_rows(128, 4096)) == (4, 32)
+    assert tops.ROW_ELEMENTS == elements
+    assert (tops._block_rows(1024, 8), tops._block_rows(128, 8)) == (1, 4)
 
 
 def test_check_runs_each_variant_there_and_back(
