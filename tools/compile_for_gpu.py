@@ -182,16 +182,6 @@ def _calls(dtype: torch.dtype) -> None:
     triton_ops.qk_norm_rope_store(
         positions, q, k, v, qw, kw, 1e-6, cos_sin, d, k_cache, v_cache, slots
     )
-    partial = triton_linear.linear_partial_sums(randn(tokens, hidden), randn(4096, hidden))
-    assert partial is not None  # 几行时 qkv 沿 K 切段：部分和交给归一化的 kernel 合并
-    qkv = randn(tokens, (hq + 2 * hkv) * d)
-    heads = [(hq, d), (hkv, d), (hkv, d)]
-    sizes = [hq * d, hkv * d, hkv * d]
-    outs = [t.unflatten(-1, h) for t, h in zip(qkv.split(sizes, -1), heads, strict=True)]
-    sources = [t.unflatten(-1, h) for t, h in zip(partial.split(sizes, -1), heads, strict=True)]
-    triton_ops.qk_norm_rope_store(
-        positions, *outs, qw, kw, 1e-6, cos_sin, d, k_cache, v_cache, slots, tuple(sources)
-    )
     triton_ops.store_cache(k_cache, v_cache, slots, k, v)
     for rows in (1, 64, 512):  # SiLU-mul 按行数分块的三档
         triton_ops.silu_and_mul(randn(rows, 2 * 64))

@@ -7,10 +7,9 @@
 （o_proj、down 的 GEMV 切不切 K：切了就多一个合并部分和的 kernel），几行时 ``pick_config`` 的
 返回值（输出比输入宽的 qkv、gate_up 和不比输入宽的 o_proj、down 分开换），M = 1 的 gate_up 连
 SiLU-mul 那个 kernel 的参数，或者把它拆回 GEMV 和 SiLU-mul 两个 kernel（全部，或者只有几行
-时），或者让写 KV 离开 q/k 的归一化和 RoPE 那个 kernel、自己一个 kernel，或者让 qkv 的部分和
-先单独合并、不交给那个 kernel，或者改按行处理的 kernel 每个程序读多少个数（``ROW_ELEMENTS``），
-或者换用另一个文件里的 decode 注意力 kernel（``--attention-from``，比如别的版本的
-``triton_kernels.py``：``git show REV:路径 > 文件``）。
+时），或者让写 KV 离开 q/k 的归一化和 RoPE 那个 kernel、自己一个 kernel，或者改按行处理的 kernel
+每个程序读多少个数（``ROW_ELEMENTS``），或者换用另一个文件里的 decode 注意力 kernel
+（``--attention-from``，比如别的版本的 ``triton_kernels.py``：``git show REV:路径 > 文件``）。
 几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移；``--context`` 换每个请求的
 上下文长度（默认 512）::
 
@@ -60,8 +59,6 @@ class Variant:
     # 1：全都分开，2：只有一行时合成（几行时也合成之前的写法）
     silu_apart_from: int | None = None
     store_apart: bool = False  # 写 KV 单独一个 kernel，不在 q/k 的归一化和 RoPE 那个 kernel 里
-    # qkv 投影的部分和先由 GEMV 合并的 kernel 合并，不交给 q/k 的归一化和 RoPE 那个 kernel
-    qkv_merge_apart: bool = False
     # 按行处理的 kernel（RMSNorm、q/k 的归一化）每个程序读多少个数：换掉 triton_ops.ROW_ELEMENTS
     row_elements: tuple[tuple[int, int], ...] | None = None
     attention_from: str | None = None  # decode 注意力的 partial kernel 取自这个文件
@@ -130,7 +127,6 @@ VARIANTS: dict[str, Variant] = {
     "silu-512k": Variant(gate_silu=LinearConfig(8, 512, 1, num_warps=2, num_stages=2)),
     "silu-4w": Variant(gate_silu=LinearConfig(8, 1024, 1, num_warps=4, num_stages=2)),
     "store-apart": Variant(store_apart=True),
-    "qkv-merge-apart": Variant(qkv_merge_apart=True),
     # token 少于 512 个时按行处理的 kernel 每个程序读多少个数（现在 512 个：隐藏层 1,024 维时一行
     # 一个程序，head_dim 128 时 4 行）；rows-4096 是不分档、一律 4,096 个（之前的写法）
     "rows-4096": Variant(row_elements=((1, 4096),)),
@@ -169,7 +165,7 @@ def patched(variant: Variant) -> Iterator[None]:
     fused, silu_config = model_utils.linear_silu_and_mul, triton_linear.SILU_CONFIG
     store_inside = TritonAttnBackend.forward_norm_rope
     partial = triton_attn._decode_partial_kernel
-    partial_sums, row_elements = model_utils.linear_partial_sums, ops.triton_ops.ROW_ELEMENTS
+    row_elements = ops.triton_ops.ROW_ELEMENTS
 
     def decode_tiles(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
         programs = bs * num_kv_heads
@@ -195,13 +191,11 @@ def patched(variant: Variant) -> Iterator[None]:
         TritonAttnBackend.forward_norm_rope = BaseAttnBackend.forward_norm_rope  # type: ignore[method-assign]
     if variant.attention_from is not None:
         triton_attn._decode_partial_kernel = load_attention_kernel(variant.attention_from)
-    if variant.qkv_merge_apart:
-        model_utils.linear_partial_sums = lambda *args: None
     ops.triton_ops.ROW_ELEMENTS = variant.row_elements or row_elements
     try:
         yield
     finally:
-        model_utils.linear_partial_sums, ops.triton_ops.ROW_ELEMENTS = partial_sums, row_elements
+        ops.triton_ops.ROW_ELEMENTS = row_elements
         triton_attn.decode_tiles_cuda, triton_linear.pick_config = tiles, pick
         model_utils.linear_silu_and_mul, triton_linear.SILU_CONFIG = fused, silu_config
         TritonAttnBackend.forward_norm_rope = store_inside  # type: ignore[method-assign]

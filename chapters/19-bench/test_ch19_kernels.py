@@ -213,7 +213,7 @@ def test_attention_layer_fused_path_equals_separate_calls(
     hq, hk, d, tokens = 4, 2, 64, 3
     config = RotaryConfig(d, d, 256, 10000.0, None)
     layer = AttentionLayer(0, hq, hk, d, config, *_norms(d))
-    assert layer.fuse_norm_rope
+    assert layer._fuse_norm_rope
     backend = _RecordingBackend()
     positions = torch.tensor([3, 9, 100], device=DEVICE)
     ctx = SimpleNamespace(batch=SimpleNamespace(positions=positions), attn_backend=backend)
@@ -223,66 +223,13 @@ def test_attention_layer_fused_path_equals_separate_calls(
     layer.forward(qkv.clone())  # 合并的算子按设备分派：CPU 上就是分开的三步
     monkeypatch.setattr(attn_base, "qk_norm_rope_inplace", T.qk_norm_rope_inplace)
     fused = layer.forward(qkv.clone())
-    monkeypatch.setattr(layer, "fuse_norm_rope", False)
+    monkeypatch.setattr(layer, "_fuse_norm_rope", False)
     _torch_path(monkeypatch)
     separate = layer.forward(qkv.clone())
     seen = backend.seen
     assert len(seen) == 3
     assert torch.equal(seen[1], seen[2]) and torch.equal(fused, separate)
     assert torch.equal(seen[0], seen[2])
-
-
-@pytest.mark.parametrize("kernel", [False, True])
-def test_rope_attn_hands_qkv_partial_sums_to_the_norm_rope_step(
-    monkeypatch: pytest.MonkeyPatch, kernel: bool
-) -> None:
-    """``RopeAttn``：qkv 投影沿 K 切段时（GPU 上几个 token 的 decode）部分和不单独合并，交给
-    q/k 归一化和 RoPE 那一步去合并。交给后端 ``forward`` 的 q、k、v 和层的输出，都和"GEMV 加
-    合并的 kernel（``linear_small_m``）算出 qkv，再走原来的路"逐位相同。后端用基类的写法
-    （``QKNormRope.apply`` 先合并、再归一化）；``kernel`` 时归一化强制走 Triton。"""
-    from minisgl.kernel import triton_linear as TL
-    from minisgl.models import utils as model_utils
-    from minisgl.models.config import ModelConfig
-
-    hq, hk, d, hidden, tokens = 4, 2, 32, 64, 3
-    config = ModelConfig(
-        "Qwen3ForCausalLM", "qwen3", 1, hidden, hq, hk, d, 96, 100, 1e-6, "silu", False,
-        RotaryConfig(d, d, 256, 10000.0, None), False,
-    )  # fmt: skip
-    attn = model_utils.RopeAttn(config, 0, qk_norm=True)
-    gen = torch.Generator().manual_seed(3)
-    for name, shape in (("qkv_proj", ((hq + 2 * hk) * d, hidden)), ("o_proj", (hidden, hq * d))):
-        getattr(attn, name).weight = (torch.randn(shape, generator=gen) / 8).to(
-            DEVICE, torch.bfloat16
-        )
-    for norm in (attn.q_norm, attn.k_norm):
-        norm.weight = (1 + torch.randn(d, generator=gen) / 4).to(DEVICE, torch.bfloat16)
-    backend = _RecordingBackend()
-    positions = torch.tensor([3, 9, 100], device=DEVICE)
-    ctx = SimpleNamespace(batch=SimpleNamespace(positions=positions), attn_backend=backend)
-    monkeypatch.setattr(attention_module, "get_global_ctx", lambda: ctx)
-    if kernel:
-        monkeypatch.setattr(attn_base, "qk_norm_rope_inplace", T.qk_norm_rope_inplace)
-    split_k = TL.LinearConfig(16, 16, split_k=4, dot=True)  # K = 64：4 段
-    x = torch.randn(tokens, hidden, generator=gen).to(DEVICE, torch.bfloat16)
-    handed: list[torch.Tensor] = []
-
-    def partial_sums(x, weight, bias):  # type: ignore[no-untyped-def]
-        handed.append(TL.linear_partial_sums(x, weight, split_k))
-        return handed[-1]
-
-    monkeypatch.setattr(model_utils, "linear_partial_sums", partial_sums)
-    got = attn.forward(x)
-    monkeypatch.setattr(model_utils, "linear_partial_sums", lambda *args: None)
-    weight = attn.qkv_proj.weight
-    monkeypatch.setattr(
-        attn.qkv_proj, "forward", lambda x: TL.linear_small_m(x, weight, None, split_k)
-    )
-    want = attn.forward(x)
-    assert len(handed) == 1 and handed[0].shape == (4, tokens, (hq + 2 * hk) * d)
-    seen = backend.seen
-    assert len(seen) == 2 and torch.equal(seen[0], seen[1])
-    assert torch.equal(got, want)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -311,85 +258,6 @@ def test_qk_norm_rope_store_equals_the_two_kernels(
     untouched = torch.ones(slots, dtype=torch.bool)
     untouched[indices.long().cpu()] = False
     assert torch.equal(got_pools[:, untouched.to(DEVICE)], pools[:, untouched.to(DEVICE)])
-
-
-def _partial_sums_of(qkv: torch.Tensor, segments: int, gen: torch.Generator) -> torch.Tensor:
-    """``segments`` 段 float32 部分和 ``(段数, T, N)``，各段大小相近，加起来约等于 qkv。"""
-    parts = torch.randn(segments, *qkv.shape, generator=gen).to(DEVICE)
-    return parts + (qkv.float() - parts.sum(0)) / segments
-
-
-def _heads_of(x: torch.Tensor, hq: int, hk: int, d: int) -> tuple[torch.Tensor, ...]:
-    q, k, v = x.split([hq * d, hk * d, hk * d], dim=-1)
-    return q.unflatten(-1, (hq, d)), k.unflatten(-1, (hk, d)), v.unflatten(-1, (hk, d))
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("segments", [1, 4])
-def test_qk_norm_rope_store_merges_partial_sums(
-    shape: tuple[int, ...], dtype: torch.dtype, segments: int
-) -> None:
-    """qkv 投影的部分和直接交给这个 kernel：合并后的 qkv（q、k 归一化、旋转过，v 原样）和两个池子，
-    都和先按段的顺序合并（``ops.merge_partial_sums``，也就是 GEMV 的合并 kernel 的加法），再原地
-    做这一步逐位相同。部分和本身一个数也不动。"""
-    tokens, hq, hk, d, rot = shape
-    qkv, qw, kw, pos, cache = _case(tokens, hq, hk, d, rot, dtype, exact=False)
-    gen = torch.Generator().manual_seed(tokens * 3 + segments)
-    partial = _partial_sums_of(qkv, segments, gen)
-    before = partial.clone()
-    slots = 2 * tokens + 3
-    indices = torch.randperm(slots, generator=gen)[:tokens].to(DEVICE, torch.int32)
-    pools = torch.randn(2, slots, hk, d, generator=gen).to(DEVICE, dtype)
-    got, got_pools = torch.full_like(qkv, float("nan")), pools.clone()
-    sources = _heads_of(partial, hq, hk, d)
-    T.qk_norm_rope_store(
-        pos, *_heads_of(got, hq, hk, d), qw, kw, 1e-6, cache, d, *got_pools, indices, sources
-    )
-    want, want_pools = torch.empty_like(qkv), pools.clone()
-    ops.merge_partial_sums((partial,), (want,))
-    q, k, v = _heads_of(want, hq, hk, d)
-    T.qk_norm_rope_store(pos, q, k, v, qw, kw, 1e-6, cache, d, *want_pools, indices)
-    assert torch.equal(got, want) and torch.equal(got_pools, want_pools)
-    assert torch.equal(partial, before)
-    # PyTorch 的写法（CPU、没有 triton 时）也收部分和：合并，再是原来的两步
-    ref, ref_pools = torch.empty_like(qkv).cpu(), pools.clone().cpu()
-    ops.qk_norm_rope_store(
-        pos.cpu(), *_heads_of(ref, hq, hk, d), qw.cpu(), kw.cpu(), 1e-6, cache.cpu(), d,
-        *ref_pools, indices.cpu(), _heads_of(partial.cpu(), hq, hk, d),
-    )  # fmt: skip
-    plain, plain_pools = torch.empty_like(qkv).cpu(), pools.clone().cpu()
-    ops.merge_partial_sums((partial.cpu(),), (plain,))
-    ops.qk_norm_rope_store(
-        pos.cpu(), *_heads_of(plain, hq, hk, d), qw.cpu(), kw.cpu(), 1e-6, cache.cpu(), d,
-        *plain_pools, indices.cpu(),
-    )  # fmt: skip
-    assert torch.equal(ref, plain) and torch.equal(ref_pools, plain_pools)
-
-
-def test_merge_partial_sums_adds_segments_in_order() -> None:
-    """按段的顺序从 0 加起：(1e8 + 1) - 1e8 在 float32 里是 0（先加的 1 被吞掉），换个顺序就是 1；
-    -0.0 一段时合并成 +0.0（0 + -0.0），和 GEMV 的合并 kernel 一样。"""
-    partial = torch.tensor([[1e8, -0.0], [1.0, -0.0], [-1e8, -0.0]])
-    out = torch.empty(2)
-    ops.merge_partial_sums((partial,), (out,))
-    assert out[0].item() == 0.0
-    assert torch.equal(out.view(torch.int32), torch.zeros(2, dtype=torch.int32))  # 没有 -0.0
-
-
-def test_qk_norm_rope_store_rejects_partial_sums_of_another_layout() -> None:
-    qkv, qw, kw, pos, cache = _case(3, 4, 2, 64, 64, torch.bfloat16, exact=False)
-    out = _heads_of(torch.empty_like(qkv), 4, 2, 64)
-    pools = torch.zeros(2, 8, 2, 64, device=DEVICE, dtype=torch.bfloat16)
-    partial = _partial_sums_of(qkv, 2, torch.Generator().manual_seed(0))
-    bad = {
-        "dtype": _heads_of(partial.to(torch.bfloat16), 4, 2, 64),
-        "shape": _heads_of(partial[:, :2], 4, 2, 64),
-        "strides": _heads_of(partial.transpose(0, 1).contiguous().transpose(0, 1), 4, 2, 64),
-    }
-    for sources in bad.values():
-        with pytest.raises(ValueError, match="do not match the output"):
-            T.qk_norm_rope_store(pos, *out, qw, kw, 1e-6, cache, 64, *pools, pos, sources)
 
 
 def test_qk_norm_rope_store_rejects_what_it_cannot_do() -> None:

@@ -211,39 +211,6 @@ def test_linear_silu_and_mul_of_several_rows_equals_the_two_kernels(
     _check_fused(got, x, w)
 
 
-@pytest.mark.parametrize("config", ["sum-split", "dot-split", "default"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("m", [1, 2, 5])
-def test_partial_sums_merged_in_order_are_linear_small_m(
-    m: int, dtype: torch.dtype, config: str
-) -> None:
-    """``linear_partial_sums`` 交出的部分和按段的顺序合并（``ops.merge_partial_sums``，q/k 归一化的
-    kernel 里是同样的加法），和 ``linear_small_m``（GEMV 加合并的 kernel）逐位相同。不切 K 的形状
-    返回 None。"""
-    x, w, _ = _inputs(m, 40, 100, dtype, bias=False)
-    cfg = CONFIGS[config]
-    partial = TL.linear_partial_sums(x, w, cfg)
-    split = TL._num_splits(100, cfg or TL.pick_config(m, 40, 100, TL._num_sms(x.device)))
-    if split == 1:
-        assert partial is None
-        return
-    assert partial is not None and partial.shape == (split, m, 40)
-    merged = torch.empty(m, 40, device=DEVICE, dtype=dtype)
-    ops.merge_partial_sums((partial,), (merged,))
-    assert torch.equal(merged, TL.linear_small_m(x, w, None, cfg))
-
-
-def test_partial_sums_only_where_the_gemv_splits_k() -> None:
-    """``ops.linear_partial_sums``：CPU 上、有 bias、M 太大时都是 None（调用方照常 ``linear``）；
-    decode 的 qkv 形状（Qwen3-0.6B）M = 1 时不切 K，几行时切成 4 段。"""
-    x, w, b = _inputs(3, 40, 100, torch.bfloat16, bias=True)
-    assert ops.linear_partial_sums(x.cpu(), w.cpu()) is None
-    assert ops.linear_partial_sums(x, w, b) is None
-    assert ops.linear_partial_sums(torch.zeros(TL.MAX_M + 1, 100, device=DEVICE), w) is None
-    splits = {m: TL._num_splits(1024, TL.pick_config(m, 4096, 1024)) for m in (1, 2, 8, 16)}
-    assert splits == {1: 1, 2: 4, 8: 4, 16: 4}
-
-
 def test_linear_silu_and_mul_rejects_what_it_cannot_do() -> None:
     x, w, _ = _inputs(2, 16, 32, torch.bfloat16, bias=False)
     with pytest.raises(ValueError, match="bad shapes"):

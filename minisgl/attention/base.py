@@ -30,7 +30,6 @@ __all__ = ["BaseAttnBackend", "BaseAttnMetadata"]
 from dataclasses import dataclass
 
 from minisgl.kernel import qk_norm_rope_inplace, qk_norm_rope_store
-from minisgl.kernel.ops import merge_partial_sums
 
 __all__ += ["QKNormRope"]
 
@@ -45,14 +44,9 @@ class QKNormRope:
     k_weight: torch.Tensor
     eps: float
     table: torch.Tensor  # RoPE 的 cos/sin 表，float32，在计算设备上
-    # q、k、v 还没合并的部分和（qkv 投影沿 K 切段时，``AttentionLayer.forward_partial_sums``）：
-    # 这时 q、k、v 只是写结果的地方，合并由这一步来做
-    partial_sums: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
-    def apply(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """原地改写 q、k（``(T, 头数, head_dim)``）；有部分和时先把它们合并进 q、k、v。"""
-        if self.partial_sums is not None:
-            merge_partial_sums(self.partial_sums, (q, k, v))
+    def apply(self, q: torch.Tensor, k: torch.Tensor) -> None:
+        """原地改写 q、k（``(T, 头数, head_dim)``）。"""
         qk_norm_rope_inplace(
             self.positions, q, k, self.q_weight, self.k_weight, self.eps, self.table, q.shape[-1]
         )
@@ -70,7 +64,7 @@ class QKNormRope:
         ``out_loc``：GPU 上三件事一个 kernel。"""
         qk_norm_rope_store(
             self.positions, q, k, v, self.q_weight, self.k_weight, self.eps, self.table,
-            q.shape[-1], k_pool, v_pool, out_loc, self.partial_sums,
+            q.shape[-1], k_pool, v_pool, out_loc,
         )  # fmt: skip
 
 
@@ -107,7 +101,7 @@ class BaseAttnBackend(ABC):
         norm_rope: QKNormRope,
     ) -> torch.Tensor:
         """先原地做 ``norm_rope``，再 ``forward``。能把写 KV 合进那一步的后端改写它。"""
-        norm_rope.apply(q, k, v)
+        norm_rope.apply(q, k)
         return self.forward(q, k, v, layer_id, batch)
 
     # << ch19

@@ -27,9 +27,7 @@ __all__ = [
     # << ch04
     # >> ch19
     "linear",
-    "linear_partial_sums",
     "linear_silu_and_mul",
-    "merge_partial_sums",
     "qk_norm_rope_inplace",
     "qk_norm_rope_store",
     "warm_up_token_counts",
@@ -228,25 +226,18 @@ def qk_norm_rope_store(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     indices: torch.Tensor,
-    partial_sums: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> None:
     """``qk_norm_rope_inplace`` 之后紧接着 ``store_cache(k_cache, v_cache, indices, k, v)``：
-    算好的 k 和原样的 v 写进 KV 池。GPU 上两步是同一个 kernel，注意力层每层少启动一个。
-
-    ``partial_sums`` 不是 None 时，q、k、v 的值来自 qkv 投影沿 K 切段的 float32 部分和
-    （``linear_partial_sums``；q、k、v 各一份 ``(段数, T, 头数, head_dim)``）：先按段的顺序相加、
-    写进 q、k、v，再做上面的事。GPU 上合并也在同一个 kernel 里。"""
+    算好的 k 和原样的 v 写进 KV 池。GPU 上两步是同一个 kernel，注意力层每层少启动一个。"""
     if (
         _use_triton(q, k, v, q_weight, k_weight, k_cache, v_cache)
         and cos_sin_cache.dtype == torch.float32
     ):
         triton_ops.qk_norm_rope_store(
             positions, q, k, v, q_weight, k_weight, eps, cos_sin_cache, head_dim,
-            k_cache, v_cache, indices, partial_sums,
+            k_cache, v_cache, indices,
         )  # fmt: skip
         return
-    if partial_sums is not None:
-        merge_partial_sums(partial_sums, (q, k, v))
     qk_norm_rope_inplace(positions, q, k, q_weight, k_weight, eps, cos_sin_cache, head_dim)
     store_cache(k_cache, v_cache, indices, k, v)
 
@@ -278,29 +269,6 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if x.is_cuda and _small_m_kernel_fits(x, weight, bias):
         return triton_linear.linear_small_m(x, weight, bias)
     return F.linear(x, weight, bias)
-
-
-def linear_partial_sums(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
-) -> torch.Tensor | None:
-    """GPU 上 ``linear`` 走 Triton GEMV、而且这个形状沿 K 切段时，返回还没合并的 float32 部分和
-    ``(段数, M, N)``，合并交给读它的下一个 kernel（``qk_norm_rope_store`` 的 ``partial_sums``）；
-    其余情形（包括有 bias）返回 None，调用方照常用 ``linear``。"""
-    if x.is_cuda and bias is None and _small_m_kernel_fits(x, weight, None):
-        return triton_linear.linear_partial_sums(x, weight)
-    return None
-
-
-def merge_partial_sums(
-    partial_sums: tuple[torch.Tensor, ...], outputs: tuple[torch.Tensor, ...]
-) -> None:
-    """每一份 ``(段数, …)`` 的 float32 部分和按段的顺序从 0 加起，舍入进对应的输出：和 GEMV
-    合并部分和的 kernel 同样的加法顺序，结果逐位相同。"""
-    for partial, out in zip(partial_sums, outputs, strict=True):
-        total = torch.zeros_like(partial[0])
-        for segment in partial:
-            total += segment
-        out.copy_(total)
 
 
 # << ch19

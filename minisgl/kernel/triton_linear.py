@@ -55,7 +55,6 @@ __all__ = [
     "MAX_M",
     "SILU_CONFIG",
     "LinearConfig",
-    "linear_partial_sums",
     "linear_silu_and_mul",
     "linear_small_m",
     "pick_config",
@@ -226,27 +225,6 @@ def linear_small_m(
             BLOCK=_SUM_BLOCK, **dependent_launch(x),
         )  # fmt: skip
     return y
-
-
-def linear_partial_sums(
-    x: torch.Tensor, weight: torch.Tensor, config: LinearConfig | None = None
-) -> torch.Tensor | None:
-    """``linear_small_m`` 的前一半：这个形状沿 K 切段时，返回还没合并的 float32 部分和
-    ``(段数, M, N)``，由读它的下一个 kernel 按段的顺序相加（qkv 投影交给 q/k 的归一化和 RoPE，
-    见 ``triton_ops.qk_norm_rope_store``），省掉合并的那个 kernel；不切 K 时返回 None。
-    不加 bias，参数的要求同 ``linear_small_m``。"""
-    m, k = x.shape
-    n = weight.shape[0]
-    if not 1 <= m <= MAX_M or weight.shape[1] != k or x.stride(-1) != 1 or weight.stride(-1) != 1:
-        raise ValueError(f"bad shapes/strides: x {tuple(x.shape)}, weight {tuple(weight.shape)}")
-    cfg = config or pick_config(m, n, k, _num_sms(x.device))
-    split = _num_splits(k, cfg)
-    if split == 1:
-        return None
-    partial = torch.empty(split, m, n, device=x.device, dtype=torch.float32)
-    # 只写部分和，y 用不上：拿 x 占位（dtype 和 linear_small_m 的 y 一样，不多编译一份 kernel）
-    _launch_gemv(x, weight, None, x, partial, cfg, to_partial=True)
-    return partial
 
 
 _SUM_BLOCK = 256  # 合并部分和时每个 program 算几个输出：N=1024 时也有 4 个 program

@@ -270,40 +270,22 @@ def _cache_rows(cos_sin_cache: torch.Tensor) -> int:
 
 
 @triton.jit
-def _load_merged(ptrs, mask, stride_s, dtype, SPLIT: tl.constexpr):
-    """``SPLIT`` 为 0 时就是 ``tl.load``。否则 ``ptrs`` 指向 float32 部分和的第 0 段：按段的顺序
-    加 ``SPLIT`` 段，再转成 ``dtype``——和 ``triton_linear`` 里合并部分和的 kernel 同样的加法、
-    同样的舍入（那里从 0 开始加，这里也是：-0.0 加 0 得 +0.0，一位都不差）。"""
-    x = tl.load(ptrs, mask=mask, other=0.0)
-    if SPLIT > 0:
-        x = tl.zeros(x.shape, tl.float32) + x
-        for s in tl.static_range(1, SPLIT):
-            x += tl.load(ptrs + s * stride_s, mask=mask, other=0.0)
-    return x.to(dtype)
-
-
-@triton.jit
 def _norm_rope_rows(
-    X, Y, W, POS, CACHE, R0, total, heads, stride_t, stride_h, stride_c, stride_s, eps,
+    X, W, POS, CACHE, R0, total, heads, stride_t, stride_h, stride_c, eps,
     KV, IDX, stride_st, stride_sh,
     D: tl.constexpr, HALF: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
     REST: tl.constexpr, BLOCK_R: tl.constexpr, ROWS: tl.constexpr, STORE: tl.constexpr,
-    SPLIT: tl.constexpr,
 ):  # fmt: skip
     """``ROWS`` 个头：先像 ``_rmsnorm_kernel`` 那样归一化，再像 ``_rope_kernel`` 那样旋转，
-    中间不落地，结果写进 ``Y``（原地时就是 ``X``；``SPLIT`` 段部分和时是另一块同样布局的内存）。
-    ``STORE`` 时结果同时写进 KV 池 ``KV`` 的槽位 ``IDX[token]``（k 的行）。"""
+    中间不落地。``STORE`` 时结果同时写进 KV 池 ``KV`` 的槽位 ``IDX[token]``（k 的行）。"""
     t, xo, rmask = _row_offsets(R0, total, heads, stride_t, stride_h, ROWS)
     base = X + xo[:, None]
-    out = Y + xo[:, None]
-    dtype = Y.dtype.element_ty
     if STORE:  # 同一行在池子里的位置：槽位 IDX[t]、第 r % heads 个头
         slot = tl.load(IDX + t, mask=rmask, other=0).to(tl.int64)
         head = (R0 + tl.arange(0, ROWS)) % heads
         dst = KV + (slot * stride_st + head * stride_sh)[:, None]
     cols = tl.arange(0, BLOCK_D)
-    mask = rmask[:, None] & (cols < D)[None, :]
-    x = _load_merged(base + cols[None, :], mask, stride_s, dtype, SPLIT)
+    x = tl.load(base + cols[None, :], mask=rmask[:, None] & (cols < D)[None, :], other=0.0)
     rstd = _rstd(x, D, eps)[:, None]  # 方差：整行一起求和，和 rmsnorm 同样的块、同样的顺序
     # 旋转要成对的 (x1[i], x2[i])：按两半重新读一遍（刚读过，在缓存里），逐元素的算术和上面相同
     i = tl.arange(0, BLOCK_H)
@@ -312,58 +294,56 @@ def _norm_rope_rows(
     row_c = CACHE + pos[:, None] * stride_c + i[None, :]
     cos = tl.load(row_c, mask=m, other=0.0)
     sin = tl.load(row_c + HALF, mask=m, other=0.0)
-    x1 = _load_merged(base + i[None, :], m, stride_s, dtype, SPLIT)
-    x2 = _load_merged(base + HALF + i[None, :], m, stride_s, dtype, SPLIT)
+    x1 = tl.load(base + i[None, :], mask=m, other=0.0)
+    x2 = tl.load(base + HALF + i[None, :], mask=m, other=0.0)
     w1 = tl.load(W + i, mask=i < HALF, other=0.0).to(tl.float32)[None, :]
     w2 = tl.load(W + HALF + i, mask=i < HALF, other=0.0).to(tl.float32)[None, :]
     # rmsnorm 的舍入：归一化后转回输入的 dtype，乘权重（float32）再转回；RoPE 从转回的值开始
-    a = ((x1.to(tl.float32) * rstd).to(dtype).to(tl.float32) * w1).to(dtype).to(tl.float32)
-    b = ((x2.to(tl.float32) * rstd).to(dtype).to(tl.float32) * w2).to(dtype).to(tl.float32)
-    y1 = (a * cos - b * sin).to(dtype)
-    y2 = (b * cos + a * sin).to(dtype)
-    tl.store(out + i[None, :], y1, mask=m)
-    tl.store(out + HALF + i[None, :], y2, mask=m)
+    a = ((x1.to(tl.float32) * rstd).to(x.dtype).to(tl.float32) * w1).to(x.dtype).to(tl.float32)
+    b = ((x2.to(tl.float32) * rstd).to(x.dtype).to(tl.float32) * w2).to(x.dtype).to(tl.float32)
+    y1 = (a * cos - b * sin).to(x.dtype)
+    y2 = (b * cos + a * sin).to(x.dtype)
+    tl.store(base + i[None, :], y1, mask=m)
+    tl.store(base + HALF + i[None, :], y2, mask=m)
     if STORE:
         tl.store(dst + i[None, :], y1, mask=m)
         tl.store(dst + HALF + i[None, :], y2, mask=m)
     if REST > 0:  # rotary_dim < head_dim：后面的维度只归一化，不旋转
         r = tl.arange(0, BLOCK_R)
         mr = rmask[:, None] & (r < REST)[None, :]
-        x3 = _load_merged(base + 2 * HALF + r[None, :], mr, stride_s, dtype, SPLIT)
+        x3 = tl.load(base + 2 * HALF + r[None, :], mask=mr, other=0.0)
         w3 = tl.load(W + 2 * HALF + r, mask=r < REST, other=0.0).to(tl.float32)[None, :]
-        y3 = ((x3.to(tl.float32) * rstd).to(dtype).to(tl.float32) * w3).to(dtype)
-        tl.store(out + 2 * HALF + r[None, :], y3, mask=mr)
+        y3 = ((x3.to(tl.float32) * rstd).to(x.dtype).to(tl.float32) * w3).to(x.dtype)
+        tl.store(base + 2 * HALF + r[None, :], y3, mask=mr)
         if STORE:
             tl.store(dst + 2 * HALF + r[None, :], y3, mask=mr)
 
 
 @triton.jit(do_not_specialize=["tokens", "q_programs", "k_programs"])  # 同 _rmsnorm_kernel 的 total
 def _qk_norm_rope_kernel(
-    Q, K, V, QY, KY, VY, QW, KW, POS, CACHE, KC, VC, IDX,
-    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_c, stride_s,
+    Q, K, V, QW, KW, POS, CACHE, KC, VC, IDX,
+    stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_c,
     stride_kct, stride_kch, stride_vct, stride_vch,
     tokens, q_heads, k_heads, q_programs, k_programs, eps,
     D: tl.constexpr, HALF: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
     REST: tl.constexpr, BLOCK_R: tl.constexpr, ROWS: tl.constexpr, STORE: tl.constexpr,
-    SPLIT: tl.constexpr, PDL: tl.constexpr,
+    PDL: tl.constexpr,
 ):  # fmt: skip
     """前 ``q_programs`` 个程序处理 q 的行，接着 ``k_programs`` 个处理 k 的行。``STORE`` 时 k 的
-    结果顺手写进 K 池，再多 ``k_programs`` 个程序把 v 原样拷进 V 池——写 KV 不再单独启动。
-    ``SPLIT`` 为 0 时原地改写 q、k；否则 q、k、v 是 qkv 投影 ``SPLIT`` 段没合并的部分和，
-    合并以后的结果写进同样布局的 ``QY``、``KY``、``VY``。"""
+    结果顺手写进 K 池，再多 ``k_programs`` 个程序把 v 原样拷进 V 池——写 KV 不再单独启动。"""
     dependent_start(PDL)
     p = tl.program_id(0)
     if p < q_programs:
         _norm_rope_rows(
-            Q, QY, QW, POS, CACHE, p.to(tl.int64) * ROWS, tokens * q_heads, q_heads,
-            stride_qt, stride_qh, stride_c, stride_s, eps, KC, IDX, stride_kct, stride_kch,
-            D, HALF, BLOCK_D, BLOCK_H, REST, BLOCK_R, ROWS, False, SPLIT,
+            Q, QW, POS, CACHE, p.to(tl.int64) * ROWS, tokens * q_heads, q_heads,
+            stride_qt, stride_qh, stride_c, eps, KC, IDX, stride_kct, stride_kch,
+            D, HALF, BLOCK_D, BLOCK_H, REST, BLOCK_R, ROWS, False,
         )  # fmt: skip
     elif p < q_programs + k_programs:
         _norm_rope_rows(
-            K, KY, KW, POS, CACHE, (p - q_programs).to(tl.int64) * ROWS, tokens * k_heads,
-            k_heads, stride_kt, stride_kh, stride_c, stride_s, eps, KC, IDX, stride_kct,
-            stride_kch, D, HALF, BLOCK_D, BLOCK_H, REST, BLOCK_R, ROWS, STORE, SPLIT,
+            K, KW, POS, CACHE, (p - q_programs).to(tl.int64) * ROWS, tokens * k_heads, k_heads,
+            stride_kt, stride_kh, stride_c, eps, KC, IDX, stride_kct, stride_kch,
+            D, HALF, BLOCK_D, BLOCK_H, REST, BLOCK_R, ROWS, STORE,
         )  # fmt: skip
     elif STORE:
         r0 = (p - q_programs - k_programs).to(tl.int64) * ROWS
@@ -372,12 +352,9 @@ def _qk_norm_rope_kernel(
         head = (r0 + tl.arange(0, ROWS)) % k_heads
         cols = tl.arange(0, BLOCK_D)
         mask = rmask[:, None] & (cols < D)[None, :]
-        src = vo[:, None] + cols[None, :]
-        v = _load_merged(V + src, mask, stride_s, VY.dtype.element_ty, SPLIT)
+        v = tl.load(V + vo[:, None] + cols[None, :], mask=mask, other=0.0)
         dst = VC + (slot * stride_vct + head * stride_vch)[:, None] + cols[None, :]
         tl.store(dst, v, mask=mask)
-        if SPLIT > 0:
-            tl.store(VY + src, v, mask=mask)
 
 
 def _heads(x: torch.Tensor, head_dim: int) -> torch.Tensor:
@@ -395,10 +372,8 @@ def _launch_qk_norm_rope(
     cos_sin_cache: torch.Tensor,
     head_dim: int,
     store: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None,
-    partial_sums: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> None:
-    """``store`` 是 ``(v, k_cache, v_cache, indices)``，None 时只做归一化和 RoPE。
-    ``partial_sums`` 见 ``qk_norm_rope_store``。"""
+    """``store`` 是 ``(v, k_cache, v_cache, indices)``，None 时只做归一化和 RoPE。"""
     stride_c = _cache_rows(cos_sin_cache)
     rotary_dim = cos_sin_cache.shape[-1]
     q, k = _heads(q, head_dim), _heads(k, head_dim)
@@ -415,9 +390,6 @@ def _launch_qk_norm_rope(
     if store is not None:
         _check_indices(indices, tokens)
     _, _, svt, svh = _rows(v)
-    sources, split, stride_s = (q, k, v), 0, 0
-    if partial_sums is not None:
-        sources, split, stride_s = _check_partial_sums(partial_sums, (q, k, v))
     _, _, kct, kch = _rows(k_cache)
     _, _, vct, vch = _rows(v_cache)
     half, rest = rotary_dim // 2, head_dim - rotary_dim
@@ -428,40 +400,14 @@ def _launch_qk_norm_rope(
     grid = q_programs + k_programs * (2 if store is not None else 1)
     if tokens * (q_heads + k_heads):
         _qk_norm_rope_kernel[(grid,)](
-            *sources, q, k, v, q_weight, k_weight, positions, cos_sin_cache,
-            k_cache, v_cache, indices,
-            sqt, sqh, skt, skh, svt, svh, stride_c, stride_s, kct, kch, vct, vch,
+            q, k, v, q_weight, k_weight, positions, cos_sin_cache, k_cache, v_cache, indices,
+            sqt, sqh, skt, skh, svt, svh, stride_c, kct, kch, vct, vch,
             tokens, q_heads, k_heads, q_programs, k_programs, eps,
             D=head_dim, HALF=half, BLOCK_D=block_d,
             BLOCK_H=triton.next_power_of_2(half), REST=rest,
             BLOCK_R=triton.next_power_of_2(max(rest, 1)), ROWS=rows, STORE=store is not None,
-            SPLIT=split, **_EXACT, **dependent_launch(q),
+            **_EXACT, **dependent_launch(q),
         )  # fmt: skip
-
-
-def _strides(x: torch.Tensor) -> tuple[int | None, ...]:
-    """各维的步长；长度为 1 的维走不到下一个元素，PyTorch 给它的步长不一定，记成 None。"""
-    return tuple(st if n > 1 else None for n, st in zip(x.shape, x.stride(), strict=True))
-
-
-def _check_partial_sums(
-    partial_sums: tuple[torch.Tensor, ...], outputs: tuple[torch.Tensor, ...]
-) -> tuple[tuple[torch.Tensor, ...], int, int]:
-    """部分和的 q、k、v 各是 ``(段数, T, 头数, D)``，每一段的布局（形状、步长）和写结果的 q、k、v
-    一样——kernel 对两者用同一组偏移；三者段数、段的步长相同。返回（三个部分和，段数，段的步长）。"""
-    split, stride_s = partial_sums[0].shape[0], partial_sums[0].stride(0)
-    for src, out in zip(partial_sums, outputs, strict=True):
-        if (
-            src.dtype != torch.float32
-            or src.shape != (split, *out.shape)
-            or _strides(src)[1:] != _strides(out)
-            or (split > 1 and src.stride(0) != stride_s)
-        ):
-            raise ValueError(
-                f"partial sums {tuple(src.shape)} {src.dtype} with strides {src.stride()} "
-                f"do not match the output {tuple(out.shape)} with strides {out.stride()}"
-            )
-    return partial_sums, split, stride_s
 
 
 def qk_norm_rope_inplace(
@@ -491,19 +437,11 @@ def qk_norm_rope_store(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     indices: torch.Tensor,
-    partial_sums: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> None:
     """``ops.qk_norm_rope_store`` 的 kernel 版：同上，再把 k（归一化、旋转之后的）和 v 写进
-    ``(槽位数, kv 头数, head_dim)`` 的 K、V 池的槽位 ``indices``，还是只启动一次。
-
-    ``partial_sums`` 是 qkv 投影沿 K 切段、还没合并的 float32 部分和里 q、k、v 的那几列，各是
-    ``(段数, T, 头数, head_dim)``（``triton_linear.linear_partial_sums``）：kernel 先按段的顺序
-    把它们加起来、舍入成 q 的 dtype，再往下做，q、k、v 只用来写结果（v 是合并后的原样）。
-    和先单独合并、再原地做这一步逐位相同，只是少启动一个 kernel。"""
+    ``(槽位数, kv 头数, head_dim)`` 的 K、V 池的槽位 ``indices``，还是只启动一次。"""
     store = (v, k_cache, v_cache, indices)
-    _launch_qk_norm_rope(
-        positions, q, k, q_weight, k_weight, eps, cos_sin_cache, head_dim, store, partial_sums
-    )
+    _launch_qk_norm_rope(positions, q, k, q_weight, k_weight, eps, cos_sin_cache, head_dim, store)
 
 
 # ---------------------------------------------------------------- silu_and_mul

@@ -69,16 +69,28 @@ class AttentionLayer(BaseOP):
         # >> ch19
         # q_norm、k_norm 和 RoPE 合成一个算子（第 19 章）：两个 norm 的 eps 相同时，它和分开的
         # 三步算的是同一个东西
-        self.fuse_norm_rope = q_norm is not None and k_norm is not None and q_norm.eps == k_norm.eps
+        self._fuse_norm_rope = (
+            q_norm is not None and k_norm is not None and q_norm.eps == k_norm.eps
+        )
         # << ch19
 
     def forward(self, qkv: torch.Tensor) -> torch.Tensor:
         ctx = get_global_ctx()
         batch = ctx.batch
-        q, k, v = self._split_heads(qkv)  # 都是 qkv 的视图：下面的原地操作直接改在 qkv 上
+        # split 得到的是 qkv 的视图：下面的原地操作直接改在 qkv 上
+        q, k, v = qkv.split([self.qo_attn_dim, self.kv_attn_dim, self.kv_attn_dim], dim=-1)
+        q = q.view(-1, self.num_qo_heads, self.head_dim)
+        k = k.view(-1, self.num_kv_heads, self.head_dim)
+        v = v.view(-1, self.num_kv_heads, self.head_dim)
         # >> ch19
-        if self.fuse_norm_rope:  # 下面三步合成一个算子，交给后端：它也许连写 KV 一起做
-            return self._norm_rope_attend(q, k, v)
+        if self._fuse_norm_rope:  # 下面三步合成一个算子，交给后端：它也许连写 KV 一起做
+            assert self._q_norm is not None and self._k_norm is not None
+            norm_rope = QKNormRope(
+                batch.positions, self._q_norm.weight, self._k_norm.weight, self._q_norm.eps,
+                self.rotary.table_on(batch.positions.device),
+            )  # fmt: skip
+            o = ctx.attn_backend.forward_norm_rope(q, k, v, self.layer_id, batch, norm_rope)
+            return o.reshape(-1, self.qo_attn_dim)
         # << ch19
         if self._q_norm is not None:
             self._q_norm.forward_inplace(q)  # 每个头单独归一化：沿最后一维（head_dim）
@@ -87,39 +99,3 @@ class AttentionLayer(BaseOP):
         self.rotary.forward(batch.positions, q, k)  # 原地旋转
         o = ctx.attn_backend.forward(q, k, v, self.layer_id, batch)
         return o.reshape(-1, self.qo_attn_dim)
-
-    def _split_heads(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """沿最后一维切出 q、k、v，再把最后一维拆成（头数，head_dim）：都是 ``qkv`` 的视图。"""
-        q, k, v = qkv.split([self.qo_attn_dim, self.kv_attn_dim, self.kv_attn_dim], dim=-1)
-        return (
-            q.unflatten(-1, (self.num_qo_heads, self.head_dim)),
-            k.unflatten(-1, (self.num_kv_heads, self.head_dim)),
-            v.unflatten(-1, (self.num_kv_heads, self.head_dim)),
-        )
-
-    # >> ch19
-    def forward_partial_sums(self, partial: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """``forward``，只是 qkv 还是投影沿 K 切段、没合并的 float32 部分和 ``(段数, T, N)``
-        （``ops.linear_partial_sums``）：合并放进 q/k 归一化和 RoPE 的那一个算子，不再单独启动
-        一个 kernel。结果要 ``dtype``，只在 ``fuse_norm_rope`` 时用。"""
-        q, k, v = self._split_heads(partial.new_empty(partial.shape[1:], dtype=dtype))
-        return self._norm_rope_attend(q, k, v, self._split_heads(partial))
-
-    def _norm_rope_attend(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        partial_sums: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
-    ) -> torch.Tensor:
-        assert self._q_norm is not None and self._k_norm is not None
-        ctx = get_global_ctx()
-        batch = ctx.batch
-        norm_rope = QKNormRope(
-            batch.positions, self._q_norm.weight, self._k_norm.weight, self._q_norm.eps,
-            self.rotary.table_on(batch.positions.device), partial_sums,
-        )  # fmt: skip
-        o = ctx.attn_backend.forward_norm_rope(q, k, v, self.layer_id, batch, norm_rope)
-        return o.reshape(-1, self.qo_attn_dim)
-
-    # << ch19

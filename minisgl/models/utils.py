@@ -43,7 +43,7 @@ __all__ = ["GatedMLP", "GenerateOutput", "RopeAttn", "greedy_generate"]
 
 
 # >> ch19
-from minisgl.kernel.ops import linear_partial_sums, linear_silu_and_mul
+from minisgl.kernel.ops import linear_silu_and_mul
 from minisgl.layers import silu_and_mul
 
 
@@ -101,13 +101,6 @@ class RopeAttn(BaseOP):
         self.o_proj = LinearRowParallel(c.num_qo_heads * c.head_dim, c.hidden_size, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # >> ch19
-        if self.attn.fuse_norm_rope:  # decode 的几行：qkv 的部分和交给归一化的那个 kernel 合并
-            partial = linear_partial_sums(x, self.qkv_proj.weight, self.qkv_proj.bias)
-            if partial is not None:
-                return self.o_proj.forward(self.attn.forward_partial_sums(partial, x.dtype))
-
-        # << ch19
         qkv = self.qkv_proj.forward(x)
         return self.o_proj.forward(self.attn.forward(qkv))  # attn 原地改写 qkv，之后不再用它
 

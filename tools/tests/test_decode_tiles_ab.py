@@ -120,16 +120,11 @@ def test_store_apart_moves_the_kv_write_back_into_its_own_kernel() -> None:
         assert backend.forward_norm_rope is inside
 
 
-def test_qkv_merge_apart_and_row_elements_are_put_back() -> None:
-    """ "qkv-merge-apart" 让 ``RopeAttn`` 拿不到部分和（照旧由 GEMV 合并）；"rows-…" 换按行处理的
-    kernel 每个程序读的数，``_block_rows`` 随之变；退出时都换回来。"""
-    utils, tops = decode_tiles_ab.model_utils, decode_tiles_ab.ops.triton_ops
-    partial_sums, elements = utils.linear_partial_sums, tops.ROW_ELEMENTS
-    with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS["qkv-merge-apart"]):
-        x, w = torch.zeros(2, 64, dtype=torch.bfloat16), torch.zeros(96, 64, dtype=torch.bfloat16)
-        assert utils.linear_partial_sums(x, w, None) is None
-        assert tops.ROW_ELEMENTS == elements
-    assert utils.linear_partial_sums is partial_sums
+def test_row_elements_are_put_back() -> None:
+    """ "rows-…" 换按行处理的 kernel 每个程序读的数（token 少于 512 个时那一档，rows-4096 不分档），
+    ``_block_rows`` 随之变；退出时换回来。"""
+    tops = decode_tiles_ab.ops.triton_ops
+    elements = tops.ROW_ELEMENTS
     for name, rows in (("rows-4096", (4, 32)), ("rows-1k", (1, 8)), ("rows-128", (1, 1))):
         with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS[name]):
             assert (tops._block_rows(1024, 8), tops._block_rows(128, 8)) == rows
