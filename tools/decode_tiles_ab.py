@@ -127,8 +127,8 @@ VARIANTS: dict[str, Variant] = {
     "silu-512k": Variant(gate_silu=LinearConfig(8, 512, 1, num_warps=2, num_stages=2)),
     "silu-4w": Variant(gate_silu=LinearConfig(8, 1024, 1, num_warps=4, num_stages=2)),
     "store-apart": Variant(store_apart=True),
-    # token 少于 512 个时按行处理的 kernel 每个程序读多少个数（现在 512 个：隐藏层 1,024 维时一行
-    # 一个程序，head_dim 128 时 4 行）；rows-4096 是不分档、一律 4,096 个（之前的写法）
+    # token 少于 512 个时按行处理的 kernel 每个程序读多少个数（量的时候是一律 512 个：隐藏层 1,024
+    # 维时一行一个程序，head_dim 128 时 4 行）；rows-4096 是不分档、一律 4,096 个（之前的写法）
     "rows-4096": Variant(row_elements=((1, 4096),)),
     "rows-1k": Variant(row_elements=((1, 1024), (512, 4096))),
     "rows-256": Variant(row_elements=((1, 256), (512, 4096))),

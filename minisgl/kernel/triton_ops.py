@@ -50,7 +50,7 @@ __all__ = [
 # 分开算的乘、减差一位）。解释器没有这回事，这个参数它也认。
 _EXACT = {"enable_fp_fusion": False}
 # 按行处理的 kernel 每个程序大约读多少个数：（这一步至少多少个 token，读多少个数），见 _block_rows
-ROW_ELEMENTS = ((1, 512), (512, 4096))
+ROW_ELEMENTS = ((1, 512), (64, 1024), (512, 4096))
 
 
 @functools.cache
@@ -181,10 +181,10 @@ def _check_indices(indices: torch.Tensor, tokens: int) -> None:
 def _block_rows(block: int, tokens: int) -> int:
     """一个程序处理几行。token 多时凑够约 4096 个数：一行（一个头，128 个数）一个程序时，prefill
     的 64 × 512 个 token 要启动 78 万个程序，每个只读 256 字节，时间都花在调度和等内存上；一个程序
-    多拿几行，一次发出的读就多。token 少时（decode）只凑约 512 个数：行本来就少，块大了程序就少，
-    每个程序的活都排在一条关键路径上（batch 1 时隐藏层一块 4 行、有 3 行是空的），一步里几十个
-    这样的 kernel 加起来很可观（第 19 章第二十六处）。rmsnorm 和合并的 q/k kernel 对同样宽的行、
-    同样的 token 数用同样的块。"""
+    多拿几行，一次发出的读就多。token 少时（decode）只凑约 512 或 1024 个数：行本来就少，块大了
+    程序就少，每个程序的活都排在一条关键路径上（batch 1 时隐藏层一块 4 行、有 3 行是空的），一步里
+    几十个这样的 kernel 加起来很可观（第 19 章第二十六处）。rmsnorm 和合并的 q/k kernel 对同样宽
+    的行、同样的 token 数用同样的块。"""
     elements = next(size for least, size in reversed(ROW_ELEMENTS) if tokens >= least)
     return max(1, min(elements // block, 64))
 

@@ -121,7 +121,7 @@ def test_store_apart_moves_the_kv_write_back_into_its_own_kernel() -> None:
 
 
 def test_row_elements_are_put_back() -> None:
-    """ "rows-…" 换按行处理的 kernel 每个程序读的数（token 少于 512 个时那一档，rows-4096 不分档），
+    """ "rows-…" 换按行处理的 kernel 每个程序读的数（token 少于 512 个时的档，rows-4096 不分档），
     ``_block_rows`` 随之变；退出时换回来。"""
     tops = decode_tiles_ab.ops.triton_ops
     elements = tops.ROW_ELEMENTS
@@ -131,6 +131,7 @@ def test_row_elements_are_put_back() -> None:
             assert (tops._block_rows(1024, 4096), tops._block_rows(128, 4096)) == (4, 32)
     assert tops.ROW_ELEMENTS == elements
     assert (tops._block_rows(1024, 8), tops._block_rows(128, 8)) == (1, 4)
+    assert (tops._block_rows(1024, 256), tops._block_rows(128, 256)) == (1, 8)
 
 
 def test_check_runs_each_variant_there_and_back(
