@@ -8,8 +8,9 @@
 返回值（输出比输入宽的 qkv、gate_up 和不比输入宽的 o_proj、down 分开换），M = 1 的 gate_up 连
 SiLU-mul 那个 kernel 的参数，或者把它拆回 GEMV 和 SiLU-mul 两个 kernel（全部，或者只有几行
 时），或者让写 KV 离开 q/k 的归一化和 RoPE 那个 kernel、自己一个 kernel，或者改按行处理的 kernel
-每个程序读多少个数（``ROW_ELEMENTS``），或者换用另一个文件里的 decode 注意力 kernel
-（``--attention-from``，比如别的版本的 ``triton_kernels.py``：``git show REV:路径 > 文件``）。
+每个程序读多少个数（``ROW_ELEMENTS``）、合并部分和的 kernel 每个程序算几个输出，或者换用另一个
+文件里的 decode 注意力 kernel（``--attention-from``，比如别的版本的 ``triton_kernels.py``：
+``git show REV:路径 > 文件``）。
 几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移；``--context`` 换每个请求的
 上下文长度（默认 512）::
 
@@ -61,6 +62,7 @@ class Variant:
     store_apart: bool = False  # 写 KV 单独一个 kernel，不在 q/k 的归一化和 RoPE 那个 kernel 里
     # 按行处理的 kernel（RMSNorm、q/k 的归一化）每个程序读多少个数：换掉 triton_ops.ROW_ELEMENTS
     row_elements: tuple[tuple[int, int], ...] | None = None
+    sum_block: int | None = None  # 合并部分和的 kernel 每个程序算几个输出（``_SUM_BLOCK``）
     attention_from: str | None = None  # decode 注意力的 partial kernel 取自这个文件
 
 
@@ -133,6 +135,9 @@ VARIANTS: dict[str, Variant] = {
     "rows-1k": Variant(row_elements=((1, 1024), (512, 4096))),
     "rows-256": Variant(row_elements=((1, 256), (512, 4096))),
     "rows-128": Variant(row_elements=((1, 128), (512, 4096))),
+    # 合并部分和的 kernel 每个程序少算几个输出、程序多一些（现在 256 个：N = 1024 时每行 4 个程序）
+    "sum-128": Variant(sum_block=128),
+    "sum-64": Variant(sum_block=64),
 }
 
 
@@ -165,7 +170,7 @@ def patched(variant: Variant) -> Iterator[None]:
     fused, silu_config = model_utils.linear_silu_and_mul, triton_linear.SILU_CONFIG
     store_inside = TritonAttnBackend.forward_norm_rope
     partial = triton_attn._decode_partial_kernel
-    row_elements = ops.triton_ops.ROW_ELEMENTS
+    row_elements, sum_block = ops.triton_ops.ROW_ELEMENTS, triton_linear._SUM_BLOCK
 
     def decode_tiles(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
         programs = bs * num_kv_heads
@@ -192,10 +197,11 @@ def patched(variant: Variant) -> Iterator[None]:
     if variant.attention_from is not None:
         triton_attn._decode_partial_kernel = load_attention_kernel(variant.attention_from)
     ops.triton_ops.ROW_ELEMENTS = variant.row_elements or row_elements
+    triton_linear._SUM_BLOCK = variant.sum_block or sum_block
     try:
         yield
     finally:
-        ops.triton_ops.ROW_ELEMENTS = row_elements
+        ops.triton_ops.ROW_ELEMENTS, triton_linear._SUM_BLOCK = row_elements, sum_block
         triton_attn.decode_tiles_cuda, triton_linear.pick_config = tiles, pick
         model_utils.linear_silu_and_mul, triton_linear.SILU_CONFIG = fused, silu_config
         TritonAttnBackend.forward_norm_rope = store_inside  # type: ignore[method-assign]

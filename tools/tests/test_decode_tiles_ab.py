@@ -134,6 +134,22 @@ def test_row_elements_are_put_back() -> None:
     assert (tops._block_rows(1024, 256), tops._block_rows(128, 256)) == (1, 8)
 
 
+def test_sum_block_variants_swap_the_merge_block_and_put_it_back() -> None:
+    """ "sum-…" 换合并部分和的 kernel 每个程序算几个输出；结果照旧等于 ``F.linear``（误差内），
+    退出时换回来。"""
+    linear = decode_tiles_ab.triton_linear
+    block = linear._SUM_BLOCK
+    x, w = torch.randn(2, 96), torch.randn(300, 96)
+    cfg = linear.LinearConfig(16, 32, split_k=3, dot=False)
+    for name in ("sum-128", "sum-64"):
+        with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS[name]):
+            assert linear._SUM_BLOCK == decode_tiles_ab.VARIANTS[name].sum_block
+            device = pick_device()  # GPU 机器上 Triton 不走解释器，张量要在 GPU 上
+            got = linear.linear_small_m(x.to(device), w.to(device), None, cfg)
+            assert torch.allclose(got.cpu(), x @ w.T, atol=1e-4, rtol=1e-4)
+    assert linear._SUM_BLOCK == block
+
+
 def test_check_runs_each_variant_there_and_back(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
