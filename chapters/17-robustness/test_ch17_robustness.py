@@ -272,6 +272,59 @@ def test_random_disconnects_leave_nothing_behind(server: Any) -> None:
 # ---------------------------------------------------------------- 故障
 
 
+def test_an_obviously_too_long_prompt_is_rejected_before_it_is_tokenized(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tokenizer 进程只编码显然太长的提示的开头一段（上下文的 8 倍个字符），数出的 token 已经
+    不少于上下文就直接回一个出错的结束回复，不发给调度器；同一轮里别的请求照常分词。没到的
+    （短的、或者一个 token 很多个字符的）照常整段编码，由调度器按准确的长度检查。"""
+    from minisgl.core import SamplingParams
+    from minisgl.message import ReplyStatus, TokenizeMsg, UserMsg, UserReply
+    from minisgl.tokenizer import TokenizerWorker
+    from minisgl.utils import load_tokenizer
+
+    tokenizer = load_tokenizer(tiny_model)
+    worker = TokenizerWorker(tokenizer, eos_token_ids=[])
+    worker.context_length = 256
+    lengths: list[int] = []
+    encode = tokenizer.__call__
+
+    def counting(text: Any, **kwargs: Any) -> Any:
+        lengths.extend(len(t) for t in ([text] if isinstance(text, str) else text))
+        return encode(text, **kwargs)
+
+    monkeypatch.setattr(type(tokenizer), "__call__", lambda self, text, **kw: counting(text, **kw))
+    params = SamplingParams(max_tokens=4)
+    # 120 万个字符；5,000 个空格只有 40 个 token（这个分词器里 128 个空格是一个 token）
+    huge, spaced = "hello world " * 100_000, " " * 5_000
+    msgs = [TokenizeMsg(1, huge, params), TokenizeMsg(2, "hi", params)]
+    msgs.append(TokenizeMsg(3, spaced, params))
+    backend, frontend = worker.handle(msgs)
+    assert [type(m) for m in backend] == [UserMsg, UserMsg] and [m.uid for m in backend] == [2, 3]
+    (reply,) = frontend
+    assert isinstance(reply, UserReply) and reply.uid == 1 and reply.finished
+    assert reply.status.finish_reason == "error" and isinstance(reply.status, ReplyStatus)
+    why = reply.status.error or ""
+    assert "counted in its first 2048 characters" in why and "context length is 256" in why
+    assert max(lengths) <= len(spaced) and len(huge) not in lengths  # 整段从没交给分词器
+    assert len(backend[1].input_ids) < 256  # 没被误伤：调度器照常按准确的长度检查它
+    worker.context_length = None  # 不知道上下文时（直接用 TokenizerWorker）：照旧整段编码
+    backend, frontend = worker.handle([TokenizeMsg(4, huge[:5000], params)])
+    assert [m.uid for m in backend] == [4] and frontend == []
+
+
+def test_server_rejects_a_huge_prompt_quickly(server: Any) -> None:
+    """几 MB 的提示：tokenizer 进程只数开头一段就拒绝，API Server 回 400（OpenAI 格式），说明
+    至少多少个 token；之后服务照常。"""
+    resp = server.post("/v1/completions", prompt="hello world " * 300_000, max_tokens=4)
+    assert resp.status_code == 400
+    message = resp.json()["error"]["message"]
+    assert "counted in its first" in message  # tokenizer 进程只数了开头一段，没有整段编码
+    assert f"maximum context length is {MAX_SEQ_LEN}" in message
+    ok = server.post("/v1/completions", prompt="hello", max_tokens=2)
+    assert ok.status_code == 200 and ok.json()["choices"][0]["finish_reason"] == "length"
+
+
 @pytest.mark.parametrize("victim", ["scheduler", "detokenizer"])
 def test_backend_killed_answers_503_and_shuts_down(
     server_kit: Any, tmp_path: Path, victim: str

@@ -242,6 +242,9 @@ def start_backend(args: ServerArgs, ready_timeout: float | None = None) -> list[
         local_bs=1,
         ack_queue=ack_queue,
     )
+    # >> ch17
+    common["max_seq_len"] = args.max_seq_len  # 显然太长的提示，分词之前就拒绝（第 17 章）
+    # << ch17
     n = args.num_tokenizer
     detok = dict(common, addr=args.zmq_detokenizer_addr, create=True, tokenizer_id=n)
     procs.append(

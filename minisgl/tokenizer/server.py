@@ -61,6 +61,11 @@ if TYPE_CHECKING:
 
 __all__ = ["TokenizerWorker", "tokenize_worker", "unwrap"]
 
+# >> ch17
+from minisgl.message import ReplyStatus
+from minisgl.models.config import ModelConfig
+
+# << ch17
 logger = init_logger(__name__)
 
 
@@ -84,7 +89,35 @@ class TokenizerWorker:
     ) -> None:
         self.tokenize_manager = TokenizeManager(tokenizer)
         self.detokenize_manager = DetokenizeManager(tokenizer, eos_token_ids)
+        # >> ch17
+        self.context_length: int | None = None  # 提示 + 输出最多多少个 token；None：不预先检查
+        # << ch17
 
+    # >> ch17
+    def obviously_too_long(self, text: str | list[dict[str, str]]) -> str | None:
+        """一段提示显然比上下文长时，不把它整个编码，返回拒绝的理由；否则 None。
+
+        编码几 MB 的文本要好几秒，这段时间这个进程谁的请求也处理不了（别的客户端跟着等）。常见
+        分词器里一个 token 平均不到 ``_CHARS_PER_TOKEN`` 个字符，所以只看比上下文的这么多倍还长的
+        字符串：只编码开头那么长的一段，数出的 token（减去截断处那个词可能多切出的几个）已经不少于
+        上下文，整段只会更多，直接拒绝。没到的（字符特别长的 token 组成的文本），照常整段编码，
+        由调度器按准确的长度检查。对话在渲染模板之后才有字符串，这里不管。"""
+        if self.context_length is None or not isinstance(text, str):
+            return None
+        head = _CHARS_PER_TOKEN * self.context_length
+        if len(text) <= head:
+            return None
+        tokenizer = self.tokenize_manager.tokenizer
+        counted = len(tokenizer(text[:head], add_special_tokens=True, verbose=False)["input_ids"])
+        at_least = counted - _CUT_SLACK
+        if at_least < self.context_length:
+            return None
+        return (
+            f"the prompt has at least {at_least} tokens (counted in its first {head} characters), "
+            f"but the maximum context length is {self.context_length} tokens"
+        )
+
+    # << ch17
     def handle(
         self, msgs: list[BaseTokenizerMsg]
     ) -> tuple[list[BaseBackendMsg], list[BaseFrontendMsg]]:
@@ -103,11 +136,22 @@ class TokenizerWorker:
             for m, t in zip(detok, texts, strict=True)
         ]
         tok = [m for m in msgs if isinstance(m, TokenizeMsg)]
+        # >> ch17
+        rejected = {m.uid: why for m in tok if (why := self.obviously_too_long(m.text)) is not None}
+        for uid, why in rejected.items():  # 不经过调度器：API Server 照样回 400
+            logger.warning(f"rejecting request {uid}: {why}")
+            frontend.append(UserReply(uid, "", True, ReplyStatus("error", why)))
+        tok = [m for m in tok if m.uid not in rejected]
+        # << ch17
         tensors = iter(self.tokenize_manager.tokenize(tok))
         backend: list[BaseBackendMsg] = []
         # 发给调度器的按到达的顺序排：同一个 uid 的 TokenizeMsg 和 AbortMsg 先后不能颠倒，
         # 否则调度器先收到中止（找不到这个请求，什么也不做），再收到请求，它就一直跑到结束
         for m in msgs:
+            # >> ch17
+            if isinstance(m, TokenizeMsg) and m.uid in rejected:
+                continue
+            # << ch17
             if isinstance(m, TokenizeMsg):
                 backend.append(
                     UserMsg(uid=m.uid, input_ids=next(tensors), sampling_params=m.sampling_params)
@@ -120,6 +164,12 @@ class TokenizerWorker:
         return backend, frontend
 
 
+# >> ch17
+_CHARS_PER_TOKEN = 8
+_CUT_SLACK = 64  # 截断处的半个词单独编码时，最多比它在整段里多出这么多个 token（留得很宽）
+
+
+# << ch17
 class _StopOnSignal:
     """SIGTERM 的处理函数：抛出 ``KeyboardInterrupt``，和 Ctrl-C 走同一条退出路径，同时记下收到过。
 
@@ -174,6 +224,9 @@ def tokenize_worker(
     local_bs: int = 1,
     ack_queue: mp.Queue[str] | None = None,
     tokenizer_id: int = 0,
+    # >> ch17
+    max_seq_len: int | None = None,
+    # << ch17
 ) -> None:
     """tokenizer 进程的主函数，一直运行到收到 SIGTERM 或 SIGINT（Ctrl-C）。
 
@@ -199,6 +252,11 @@ def tokenize_worker(
         # 和调度器用同一组停止符（第 8 章）
         eos = {*read_eos_token_ids(tokenizer_path), tokenizer.eos_token_id} - {None}
         worker = TokenizerWorker(tokenizer, eos)
+        # >> ch17
+        # 显然太长的提示不整个编码（``obviously_too_long``）：上下文长度和调度器的算法相同
+        model = ModelConfig.from_pretrained(tokenizer_path)
+        worker.context_length = max_seq_len or model.context_length
+        # << ch17
         recv = ZmqPullQueue(addr, create=create, decoder=BaseTokenizerMsg.decoder)
         queues.append(recv)
         send_backend = ZmqPushQueue(backend_addr, create=False, encoder=BaseBackendMsg.encoder)
