@@ -254,8 +254,9 @@ def tokenize_worker(
         worker = TokenizerWorker(tokenizer, eos)
         # >> ch17
         # 显然太长的提示不整个编码（``obviously_too_long``）：上下文长度和调度器的算法相同
-        model = ModelConfig.from_pretrained(tokenizer_path)
-        worker.context_length = max_seq_len or model.context_length
+        if max_seq_len is None:
+            max_seq_len = ModelConfig.from_pretrained(tokenizer_path).context_length
+        worker.context_length = max_seq_len
         # << ch17
         recv = ZmqPullQueue(addr, create=create, decoder=BaseTokenizerMsg.decoder)
         queues.append(recv)
