@@ -146,14 +146,6 @@ class ModelConfig:
             )
         return config
 
-    # >> ch16
-    @property
-    def context_length(self) -> int:
-        """一个请求（提示 + 输出）最多多少个 token：不另设 ``--max-seq-len-override`` 时调度器
-        就按它检查（页表的列数）。"""
-        return self.rotary_config.max_position
-
-    # << ch16
     @classmethod
     def from_pretrained(cls, path: str | Path) -> ModelConfig:
         """本地文件夹或 Hub 上的名字 -> ModelConfig（只读 config.json，不碰权重）。"""

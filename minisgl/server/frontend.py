@@ -239,7 +239,7 @@ class FrontendManager:
             from minisgl.models.config import ModelConfig
 
             config = ModelConfig.from_pretrained(self.config.model_path)
-            self.max_seq_len = self.config.max_seq_len or config.context_length
+            self.max_seq_len = self.config.max_seq_len or config.rotary_config.max_position
         return self.max_seq_len
 
     # << ch16

@@ -255,7 +255,7 @@ def tokenize_worker(
         # >> ch17
         # 显然太长的提示不整个编码（``obviously_too_long``）：上下文长度和调度器的算法相同
         if max_seq_len is None:
-            max_seq_len = ModelConfig.from_pretrained(tokenizer_path).context_length
+            max_seq_len = ModelConfig.from_pretrained(tokenizer_path).rotary_config.max_position
         worker.context_length = max_seq_len
         # << ch17
         recv = ZmqPullQueue(addr, create=create, decoder=BaseTokenizerMsg.decoder)
