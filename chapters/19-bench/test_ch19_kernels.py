@@ -539,7 +539,9 @@ def test_new_batch_sizes_compile_nothing() -> None:
 
     sizes = range(9, 16)  # 8 个 KV 头：这几个批大小的 decode 切段数、块大小都一样
     assert len({str(triton_attn.decode_tiles_cuda(bs, hkv)) for bs in sizes}) == 1
-    attention(9, 1), attention(4, 7), norms(9)  # 热身：各编译（或从磁盘载入）一份
+    attention(9, 1), attention(4, 7)  # 热身：各编译（或从磁盘载入）一份
+    for least, _ in T.ROW_ELEMENTS:  # 按行的 kernel 每一档 token 数一种块，各热身一次
+        norms(least + 8)
     torch.cuda.synchronize()
     compiled: list[str] = []
     stop = watch_triton_compiles(compiled.append)
@@ -549,7 +551,7 @@ def test_new_batch_sizes_compile_nothing() -> None:
             attention(bs, 1)
         for bs in (5, 6, 7, 8):
             attention(bs, 7)
-        for tokens in (1, 16, 17, 32, 100):
+        for tokens in (1, 16, 17, 32, 63, 64, 100, 512, 600):
             norms(tokens)
         torch.cuda.synchronize()
     finally:
