@@ -148,6 +148,8 @@ def _linear_kernel(
         x = _load_k(x_ptrs, k0 + k, rk, K, EVEN_K)
         if DOT:
             acc += tl.dot(x, tl.trans(w), input_precision=PRECISION)
+        elif BLOCK_M == 1:  # 一行 x：(1, BLOCK_K) 乘 (BLOCK_N, BLOCK_K)，按行求和，不摊成三维
+            acc += tl.sum(w.to(tl.float32) * x.to(tl.float32), axis=1)[None, :]
         else:
             prod = x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]
             acc += tl.sum(prod, axis=2)
