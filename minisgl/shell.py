@@ -23,6 +23,10 @@ from minisgl.server.api_server import FrontendManager
 
 __all__ = ["HELP", "run_shell", "shell_sampling_params"]
 
+# >> ch17
+import io
+
+# << ch17
 HELP = "输入消息和模型对话；/reset 清空对话历史，/exit 或 Ctrl-D 退出；回答时按 Ctrl-C 打断。"
 
 
@@ -64,6 +68,12 @@ def run_shell(state: FrontendManager, out: TextIO | None = None) -> None:
     out = out or sys.stdout
     loop = asyncio.new_event_loop()
     history: list[dict[str, str]] = []  # 只有一个用户，也就只有一段历史
+    # >> ch17
+    # 终端送来的不是 UTF-8 的字节：只有 C 这类 locale 下 stdin 才默认把它们留成落单的代理项，
+    # 别的 locale（或设了 PYTHONIOENCODING）下 input() 直接抛 UnicodeDecodeError，shell 就退出了
+    if isinstance(sys.stdin, io.TextIOWrapper):
+        sys.stdin.reconfigure(errors="surrogateescape")
+    # << ch17
     print(HELP, file=out, flush=True)
     try:
         while True:
@@ -73,7 +83,7 @@ def run_shell(state: FrontendManager, out: TextIO | None = None) -> None:
                 print(file=out)
                 return
             # >> ch17
-            # 终端送来的不是 UTF-8 的字节，input() 把它们变成落单的代理项，编码不成消息：换成 ?
+            # 落单的代理项（见上）编码不成消息：换成 ?
             line = line.encode("utf-8", "replace").decode("utf-8")
             # << ch17
             if not line:

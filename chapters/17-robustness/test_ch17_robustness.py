@@ -424,6 +424,7 @@ def test_shell_survives_a_rejected_turn_and_bad_bytes(tiny_model: Path) -> None:
     cmd += ["--dtype", "float32", "--num-pages", "256", "--max-seq-len-override", "64"]
     env = dict(os.environ, PYTHONUNBUFFERED="1", MINISGL_SHELL_TEMPERATURE="0")
     env["MINISGL_SHELL_MAX_TOKENS"] = "4"
+    env["PYTHONIOENCODING"] = "utf-8"  # stdin 遇到坏字节就抛异常（C locale 下默认不抛）
     proc = subprocess.Popen(
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         env=env, start_new_session=True,
