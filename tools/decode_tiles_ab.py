@@ -120,16 +120,6 @@ VARIANTS: dict[str, Variant] = {
     "rows-fma": Variant(
         rows_wide=LinearConfig(4, 256, 4, 4, 2), rows_narrow=LinearConfig(4, 256, 4, 4, 2)
     ),
-    # 几行时也像 M = 1 那样逐元素乘加、每个程序只读一块：x 的每一行轮流乘读进寄存器的那片 W。
-    # qkv 不切 K，不再有合并部分和的 kernel；gate_up 不切 K 时连 SiLU-mul 一个 kernel（同 M = 1）。
-    # 每个程序 8 行 W、4 个 warp，或者 4 行、2 个 warp（sm_90 上 255 / 233 个寄存器，gate_up 那个
-    # 不溢出）；-all 时 o_proj、down 也这样写（K 切 2、3 段，各一块）
-    "rows-fma-8r4w": Variant(rows_wide=LinearConfig(8, 1024, 1, 4, 2)),
-    "rows-fma-4r2w": Variant(rows_wide=LinearConfig(4, 1024, 1, 2, 2)),
-    "rows-fma-8r2w": Variant(rows_wide=LinearConfig(8, 1024, 1, 2, 2)),
-    "rows-fma-all-4w": Variant(
-        rows_wide=LinearConfig(8, 1024, 1, 4, 2), rows_narrow=LinearConfig(8, 1024, 4, 4, 2)
-    ),
     "silu-apart": Variant(silu_apart_from=1),
     "silu-apart-m2": Variant(silu_apart_from=2),
     "silu-16-4w": Variant(gate_silu=LinearConfig(16, 1024, 1, num_warps=4, num_stages=2)),

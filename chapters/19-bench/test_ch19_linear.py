@@ -192,7 +192,6 @@ SEVERAL_ROWS = {
     "default": None,  # pick_config：tl.dot；这么小的 K 不切
     "dot-split": TL.LinearConfig(**SMALL, split_k=3, dot=True) if TL else None,
     "sum-split": TL.LinearConfig(**SMALL, split_k=2, dot=False) if TL else None,
-    "sum": TL.LinearConfig(**SMALL, split_k=1, dot=False) if TL else None,  # 一个 kernel
 }
 
 
@@ -202,9 +201,8 @@ SEVERAL_ROWS = {
 def test_linear_silu_and_mul_of_several_rows_equals_the_two_kernels(
     m: int, dtype: torch.dtype, config: str
 ) -> None:
-    """几行时 SiLU 和乘放进合并部分和的 kernel，或者（逐元素乘加、不切 K）整个是一个 kernel：
-    都和先算 GEMV、再单独做 SiLU-mul 的两个 kernel 逐位相同（同样的参数），当然也在精确结果的
-    误差界之内。I、K 都不是块的整数倍。"""
+    """几行时 SiLU 和乘放进合并部分和的 kernel：和先算 GEMV、再单独做 SiLU-mul 的两个 kernel
+    逐位相同（同样的参数，切 K 和不切 K），当然也在精确结果的误差界之内。I、K 都不是块的整数倍。"""
     x, w, _ = _inputs(m, 2 * 40, 100, dtype, bias=False)
     cfg = SEVERAL_ROWS[config]
     got = TL.linear_silu_and_mul(x, w, cfg)

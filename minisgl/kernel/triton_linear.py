@@ -116,24 +116,6 @@ def _load_k(ptrs, start, rk, K, EVEN_K: tl.constexpr):
         return tl.load(ptrs, mask=(start + rk < K)[None, :], other=0.0)
 
 
-@triton.jit
-def _rows_times_w(
-    x_row, stride_xm, w, M, start, rk, K, EVEN_K: tl.constexpr, BLOCK_M: tl.constexpr
-):
-    """逐元素乘再求和，得到 ``(BLOCK_M, BLOCK_N)``：第 m 行是 x 的第 m 行和这片 W（float32）的
-    乘积。``x_row`` 是 ``(1, BLOCK_K)``，指向 x 第 0 行的这一块。一次只拿 x 的一行去乘整片 W：
-    W 只读进寄存器一次，几行 x 轮流用它；不先摊成 ``(行, BLOCK_N, BLOCK_K)`` 的三维乘积——那样
-    寄存器要多 M 倍。m ≥ M 的行不算，留 0。"""
-    rows = tl.arange(0, BLOCK_M)
-    acc = tl.zeros((BLOCK_M, w.shape[0]), dtype=tl.float32)
-    for m in tl.static_range(BLOCK_M):
-        if m < M:
-            x = _load_k(x_row + m * stride_xm, start, rk, K, EVEN_K)
-            part = tl.sum(w * x.to(tl.float32), axis=1)
-            acc += tl.where(rows[:, None] == m, part[None, :], 0.0)
-    return acc
-
-
 @triton.jit(do_not_specialize=["M"])
 def _linear_kernel(
     X, W, B, Y, P,
@@ -163,13 +145,14 @@ def _linear_kernel(
     for k in range(0, chunk, BLOCK_K):
         if k > 0:
             w = _load_k(w_ptrs, k0 + k, rk, K, EVEN_K)
+        x = _load_k(x_ptrs, k0 + k, rk, K, EVEN_K)
         if DOT:
-            x = _load_k(x_ptrs, k0 + k, rk, K, EVEN_K)
             acc += tl.dot(x, tl.trans(w), input_precision=PRECISION)
+        elif BLOCK_M == 1:  # 一行 x：(1, BLOCK_K) 乘 (BLOCK_N, BLOCK_K)，按行求和，不摊成三维
+            acc += tl.sum(w.to(tl.float32) * x.to(tl.float32), axis=1)[None, :]
         else:
-            x_row = X + (k0 + k + rk)[None, :]
-            wf = w.to(tl.float32)
-            acc += _rows_times_w(x_row, stride_xm, wf, M, k0 + k, rk, K, EVEN_K, BLOCK_M)
+            prod = x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :]
+            acc += tl.sum(prod, axis=2)
         w_ptrs += BLOCK_K
         x_ptrs += BLOCK_K
     out_mask = (rm < M)[:, None] & (rn < N)[None, :]
@@ -258,12 +241,6 @@ def _chunk(k: int, cfg: LinearConfig) -> int:
     return triton.cdiv(triton.cdiv(k, cfg.split_k), cfg.block_k) * cfg.block_k
 
 
-def _rows_block(m: int, cfg: LinearConfig) -> int:
-    """kernel 里 x 的行数（编译期常数）：``tl.dot`` 补到 16 行；逐元素乘加时一行就是 1，几行时
-    一律按 ``MAX_M`` 编译、多出的行跳过——M = 2～16 共用一个编译好的 kernel。"""
-    return _DOT_M if cfg.dot else (1 if m == 1 else MAX_M)
-
-
 def _launch_gemv(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -282,7 +259,7 @@ def _launch_gemv(
         m, n, k, chunk, x.stride(0), weight.stride(0), y.stride(0),
         HAS_BIAS=bias is not None, SPLIT=to_partial, DOT=cfg.dot, EVEN_K=k % chunk == 0,
         PRECISION=_PRECISION.get(x.dtype, "tf32"),
-        BLOCK_M=_rows_block(m, cfg),
+        BLOCK_M=_DOT_M if cfg.dot else triton.next_power_of_2(m),
         BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **dependent_launch(x),
     )  # fmt: skip
@@ -296,20 +273,19 @@ def _launch_gemv(
 SILU_CONFIG = LinearConfig(8, 1024, split_k=1, num_warps=2, num_stages=2)
 
 
-@triton.jit(do_not_specialize=["M"])
+@triton.jit
 def _linear_silu_kernel(
-    X, W, Y, M, N, K, stride_xm, stride_wn, stride_ym,
-    EVEN_K: tl.constexpr, PRECISE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, PDL: tl.constexpr,
+    X, W, Y, N, K, stride_wn,
+    EVEN_K: tl.constexpr, PRECISE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PDL: tl.constexpr,
 ):  # fmt: skip
     rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    rm = tl.arange(0, BLOCK_M)
     rk = tl.arange(0, BLOCK_K)
     gate_rows = (rn % N).to(tl.int64)  # 越界的行读第 (行号 % N) 行代替，写回时丢掉
     g_ptrs = W + gate_rows[:, None] * stride_wn + rk[None, :]
     u_ptrs = W + (gate_rows + N)[:, None] * stride_wn + rk[None, :]  # 第 j 个 up 是第 N + j 行
-    acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc_g = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    acc_u = tl.zeros((BLOCK_N,), dtype=tl.float32)
     if PDL:  # 和 _linear_kernel 一样：先发出第一块权重的读，再等前一个 kernel 写完 x
         gdc_launch_dependents()
     for k in range(0, K, BLOCK_K):
@@ -318,17 +294,19 @@ def _linear_silu_kernel(
         if PDL:
             if k == 0:
                 gdc_wait()
-        # x 的每一行轮流乘这两片 W（见 _rows_times_w）
-        x_row = X + (k + rk)[None, :]
-        acc_g += _rows_times_w(x_row, stride_xm, wg.to(tl.float32), M, k, rk, K, EVEN_K, BLOCK_M)
-        acc_u += _rows_times_w(x_row, stride_xm, wu.to(tl.float32), M, k, rk, K, EVEN_K, BLOCK_M)
+        if EVEN_K:
+            x = tl.load(X + k + rk)
+        else:
+            x = tl.load(X + k + rk, mask=k + rk < K, other=0.0)
+        # x 是一维的一块，W 是 (BLOCK_N, BLOCK_K)：不像 _linear_kernel 那样为 M 多留一维
+        xf = x.to(tl.float32)[None, :]
+        acc_g += tl.sum(xf * wg.to(tl.float32), axis=1)
+        acc_u += tl.sum(xf * wu.to(tl.float32), axis=1)
         g_ptrs += BLOCK_K
         u_ptrs += BLOCK_K
     dtype = Y.dtype.element_ty
     y = silu_mul(acc_g.to(dtype), acc_u.to(dtype), PRECISE)  # 先各自舍入成 x 的 dtype，同分开算
-    tl.store(
-        Y + rm[:, None] * stride_ym + rn[None, :], y, mask=(rm < M)[:, None] & (rn < N)[None, :]
-    )
+    tl.store(Y + rn, y, mask=rn < N)
 
 
 def linear_silu_and_mul(
@@ -337,14 +315,14 @@ def linear_silu_and_mul(
     """``silu_and_mul(linear_small_m(x, weight))``：``weight`` 是合并的 ``(2I, K)``，前 I 行是
     gate、后 I 行是 up，x 是 ``(M, K)``、``1 <= M <= MAX_M``，输出 ``(M, I)``。
 
-    参数不切 K、不用 ``tl.dot`` 时是一个 kernel：每个 program 读 ``BLOCK_N`` 个 gate 和同样位置的
-    ``BLOCK_N`` 个 up，x 的每一行轮流乘它们，算完就地做 SiLU 和乘，``(M, 2I)`` 的中间结果不用
-    写出去再读回来。x 只有一行（decode 一步一个 token）时 ``config`` 为 None 就用 ``SILU_CONFIG``，
-    必须是这种参数。
+    x 只有一行（decode 一步一个 token）时是一个 kernel：每个 program 读 ``BLOCK_N`` 个 gate 和
+    同样位置的 ``BLOCK_N`` 个 up，两行一起算完就地做 SiLU 和乘，``(1, 2I)`` 的中间结果不用写出去
+    再读回来。``config`` 为 None 时用 ``SILU_CONFIG``；它不切 K、不用 ``tl.dot``。
 
-    几行时 ``config`` 为 None 由 ``pick_config`` 按形状挑。挑出的参数切 K 或用 ``tl.dot`` 时先照常
-    算 GEMV，只是部分和一律写进 float32 的缓冲（K 不切时也是一段），SiLU 和乘放进合并部分和的
-    那个 kernel：一共两个 kernel，结果和分开算逐位相同。"""
+    几行时先照常算 GEMV，只是部分和一律写进 float32 的缓冲（K 不切时也是一段），SiLU 和乘放进
+    合并部分和的那个 kernel：一共两个 kernel，结果和分开算逐位相同。K 切段时（decode 的形状都切）
+    比分开算少一个；不切时和分开算一样多。``config`` 是 GEMV 的参数，None 时由 ``pick_config``
+    按形状挑。"""
     m, k = x.shape
     n = weight.shape[0]
     if not 1 <= m <= MAX_M or weight.shape[1] != k or n % 2:
@@ -352,18 +330,15 @@ def linear_silu_and_mul(
     if x.stride(-1) != 1 or weight.stride(-1) != 1:
         raise ValueError("x and weight must be contiguous along K")
     if m > 1:
-        cfg = config or pick_config(m, n, k, _num_sms(x.device))
-        if cfg.dot or _num_splits(k, cfg) > 1:
-            return _gemv_then_silu(x, weight, cfg)
-    else:
-        cfg = config or SILU_CONFIG
-        if cfg.split_k != 1 or cfg.dot:
-            raise ValueError("the fused kernel neither splits K nor uses tl.dot")
+        return _gemv_then_silu(x, weight, config or pick_config(m, n, k, _num_sms(x.device)))
+    cfg = config or SILU_CONFIG
+    if cfg.split_k != 1 or cfg.dot:
+        raise ValueError("the fused kernel neither splits K nor uses tl.dot")
     inter = n // 2
-    y = torch.empty(m, inter, device=x.device, dtype=x.dtype)
+    y = torch.empty(1, inter, device=x.device, dtype=x.dtype)
     _linear_silu_kernel[(triton.cdiv(inter, cfg.block_n),)](
-        x, weight, y, m, inter, k, x.stride(0), weight.stride(0), y.stride(0),
-        EVEN_K=k % cfg.block_k == 0, PRECISE=x.is_cuda, BLOCK_M=_rows_block(m, cfg),
+        x, weight, y, inter, k, weight.stride(0),
+        EVEN_K=k % cfg.block_k == 0, PRECISE=x.is_cuda,
         BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         enable_fp_fusion=False, **dependent_launch(x),
