@@ -52,6 +52,7 @@ from minisgl.benchmark.roofline import (
     tpot_floor,
     workload_floor,
 )
+from minisgl.core import SamplingParams
 from minisgl.engine import has_weight_files
 from minisgl.kernel import ops
 from minisgl.kvcache import create_prefix_cache
@@ -397,6 +398,45 @@ def test_scheduler_counts_compiles_and_reports_them(
     assert "minisgl_triton_compiles_total 1" in lines
 
 
+def test_scheduler_counts_time_waiting_for_the_device(
+    tiny_model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """重叠调度时，处理一步的结果之前要等那一步的 token 拷回主机：等的时间记进账目
+    （``gpu_wait_us``），``/metrics`` 里是秒数的 counter，连同前向的步数。CPU 上的事件不用等，
+    这里换成每次等 2 毫秒的假事件：每处理一步都记下了至少 2 毫秒，处理的正是走过的每一步。"""
+    from minisgl.scheduler import scheduler as scheduler_module
+    from minisgl.scheduler.stats import snapshot
+    from minisgl.server.metrics import Metrics
+
+    waits: list[int] = []
+
+    class SlowEvent:
+        def record(self) -> None:
+            pass
+
+        def synchronize(self) -> None:
+            waits.append(1)
+            time.sleep(0.002)
+
+    monkeypatch.setattr(scheduler_module, "new_event", lambda device: SlowEvent())
+    llm = _tiny_llm(tiny_model, overlap=True)
+    stats = llm.scheduler.stats
+    assert stats["gpu_wait_us"] == 0
+    prompts = make_workload(3, (9, 9), (6, 6), seed=7).prompts
+    llm.generate(prompts, SamplingParams(max_tokens=6, ignore_eos=True))
+    steps = stats["prefill_steps"] + stats["decode_steps"]
+    assert len(waits) == steps >= 6 and stats["gpu_wait_us"] >= 2000 * steps
+    report = snapshot(llm.scheduler)
+    assert report.steps == steps and report.gpu_wait_s == stats["gpu_wait_us"] / 1e6
+    llm.shutdown()
+    m = Metrics()
+    m.scheduler = report
+    lines = m.render().splitlines()
+    assert "# TYPE minisgl_scheduler_gpu_wait_seconds_total counter" in lines
+    assert f"minisgl_scheduler_gpu_wait_seconds_total {report.gpu_wait_s}" in lines
+    assert f"minisgl_scheduler_steps_total {steps}" in lines
+
+
 def test_report_names_the_slow_samples() -> None:
     """比中位数慢一倍以上的那几次，报告里列出它们的记录，再附上最快的一次。"""
     quiet = {"steps": {"prefill_steps": 2}, "gc_pauses": 0, "gc_longest_ms": 0.0,
@@ -433,7 +473,7 @@ def test_report_tables_and_plots(tmp_path: Path) -> None:
     assert "| transformers generate | 5,000 | 2.0× | 0 % |" in text
     assert "| 8 | 16 | 9.0 / 12.0 | 1.50 / 3.00 | 0.030 | 256 |" in text
     assert "8 个客户端的 TPOT p50 是 1 个客户端的 **1.50 倍**。" in text  # 没有下限：不提
-    assert "TPOT 下限" not in text
+    assert "TPOT 下限" not in text and "等 GPU" not in text
     assert "4,000 GB/s" in text and "700.0 TFLOP/s" in text
     svg = render_plots(results)
     root = ET.fromstring(svg)
@@ -454,6 +494,18 @@ def test_report_online_floors() -> None:
     assert "| TPOT p50 / p99（毫秒） | TPOT 下限（毫秒） | 单个请求用时 p50（秒） |" in text
     assert "| 8 | 16 | 9.0 / 12.0 | 1.50 / 3.00 | 0.550 | 0.030 | 256 |" in text
     assert "**1.50 倍**（下限之比 1.10 倍，每个请求的提示 151 个 token）。" in text
+
+
+def test_report_online_gpu_wait() -> None:
+    """在线每一档带着调度器每步等 GPU 的毫秒数时，表里多一栏；那一轮一步也没走（None）写"—"。
+    早先的结果没有这一项：不列这一栏（上一个测试）。"""
+    r = json.loads(json.dumps(SAMPLE))
+    for level, wait in zip(r["online"]["levels"], (0.412, None)):
+        level["gpu_wait_ms_per_step"] = wait
+    text = render_markdown(r)
+    assert "| TPOT p50 / p99（毫秒） | 调度器每步等 GPU（毫秒） | 单个请求用时 p50（秒） |" in text
+    assert "| 8 | 16 | 9.0 / 12.0 | 1.50 / 3.00 | — | 0.030 | 256 |" in text
+    assert "| 0.412 |" in text
 
 
 def _stats(*samples: float) -> dict[str, Any]:

@@ -31,6 +31,10 @@ def test_completion_clients_over_processes(base: str, processes: int) -> None:
     # 每个请求都读满 TOKENS 个 token（不够时 _timed_stream 会报错），吞吐按全部 token 算
     assert row["output_tokens_per_s"] * row["wall_s"] == pytest.approx(CLIENTS * ROUNDS * TOKENS)
     assert row["ttft_p50_ms"] > 0 and row["latency_p50_s"] > 0
+    # 服务的账目：每个请求至少走 TOKENS - 1 步 decode，前后两份账目之差不会少于这么多步；
+    # 每步等 GPU 的时间是个数（CPU 上事件不用等，接近 0）
+    assert row["scheduler_steps"] >= ROUNDS * (TOKENS - 1)
+    assert 0 <= row["gpu_wait_ms_per_step"] < 1000
 
 
 def test_chat_clients_over_processes(base: str) -> None:
@@ -52,6 +56,7 @@ def test_chat_with_max_tokens_samples_exactly_what_is_read(base: str) -> None:
     assert row["tokens_sampled"] == CLIENTS * ROUNDS * TOKENS
     # 这一轮里服务现编译的 kernel 数，读自 /metrics 的 counter（没有这一项时读数就报错）
     assert isinstance(row["triton_compiles"], int) and row["triton_compiles"] >= 0
+    assert row["scheduler_steps"] >= ROUNDS * (TOKENS - 1)
 
 
 def test_stream_with_continuous_usage(base: str) -> None:

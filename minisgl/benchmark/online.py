@@ -264,19 +264,37 @@ def run_clients(
     base: str, clients: int, rounds: int, prompt_words: int, max_tokens: int, processes: int = 1
 ) -> dict[str, Any]:
     """补全接口，每个请求 ``max_tokens`` 个 token；客户端分到 ``processes`` 个进程里。
-    ``triton_compiles``：这一轮里服务现编译了几个 kernel（见 ``counters_when_idle``）。"""
+    另有这一轮里服务的几个计数（见 ``_server_side``）。"""
     spec: RequestSpec = ("text", max_tokens)
     _warm_up(base, spec)
     before = counters_when_idle(base)
     results, wall = _run(base, clients, rounds, prompt_words, spec, processes)
-    compiles = counters_when_idle(base)["triton_compiles"] - before["triton_compiles"]
+    after = counters_when_idle(base, before["sampled"] + sum(r[2] for r in results))
     return {**_summary(clients, results, wall), "client_processes": processes,
-            "triton_compiles": compiles}  # fmt: skip
+            **_server_side(before, after)}  # fmt: skip
+
+
+def _server_side(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """一轮前后两份账目之差：服务现编译了几个 kernel（一次就是几百毫秒的停顿，TTFT、TPOT 的 p99
+    会看得见），调度器走了几步、平均每步等 GPU 多少毫秒（重叠调度时：等得多是 GPU 忙、主机有余裕；
+    几乎不等，是 GPU 算完了在等主机发下一步）。"""
+    steps = int(after["steps"] - before["steps"])
+    wait_ms = 1000 * (after["gpu_wait_s"] - before["gpu_wait_s"])
+    return {
+        "triton_compiles": int(after["triton_compiles"] - before["triton_compiles"]),
+        "scheduler_steps": steps,
+        "gpu_wait_ms_per_step": wait_ms / steps if steps else None,
+    }
 
 
 _GAUGE = re.compile(r"^minisgl_(running|waiting)_requests (\S+)$", re.MULTILINE)
-# 调度器报的两个计数器：采样出的 token 数，Triton 新编译的 kernel 数
-_COUNTERS = {"sampled": "tokens_sampled", "triton_compiles": "triton_compiles"}
+# 调度器报的计数器：采样出的 token 数，Triton 新编译的 kernel 数，前向的步数，主机等 GPU 的秒数
+_COUNTERS = {
+    "sampled": "tokens_sampled",
+    "triton_compiles": "triton_compiles",
+    "steps": "scheduler_steps",
+    "gpu_wait_s": "scheduler_gpu_wait_seconds",
+}
 
 
 def _read_metrics(base: str) -> str:
@@ -292,19 +310,19 @@ def _read_gauges(base: str) -> dict[str, float]:
     return _gauges(_read_metrics(base))
 
 
-def _counter(text: str, name: str) -> int:
+def _counter(text: str, name: str) -> float:
     found = re.search(rf"^minisgl_{name}_total (\S+)$", text, re.MULTILINE)
     if found is None:
         raise RuntimeError(f"the server reports no minisgl_{name}_total")
-    return int(float(found.group(1)))
+    return float(found.group(1))
 
 
-def counters_when_idle(base: str, at_least: int = 0, timeout: float = 60.0) -> dict[str, int]:
-    """调度器闲下来（没有在跑、在排队的请求）以后的两个计数器：它一共采样过的 token 数
-    （``sampled``），Triton 一共新编译过的 kernel 数（``triton_compiles``）。变成空闲时调度器一定
-    报一次账，这时读到的数不会再变。``at_least`` 是调用方知道的采样数的下限（之前的数加上客户端
-    读到的）：读到的账目比它少，就是还没送到的那份之前的旧账，接着等。客户端都走了、服务却一直
-    闲不下来，是个错误。"""
+def counters_when_idle(base: str, at_least: int = 0, timeout: float = 60.0) -> dict[str, float]:
+    """调度器闲下来（没有在跑、在排队的请求）以后的计数器（``_COUNTERS``）：它一共采样过的
+    token 数（``sampled``）、Triton 新编译过的 kernel 数、走过的步数、等 GPU 的秒数。变成空闲时
+    调度器一定报一次账，这时读到的数不会再变。``at_least`` 是调用方知道的采样数的下限（之前的数
+    加上客户端读到的）：读到的账目比它少，就是还没送到的那份之前的旧账，接着等。客户端都走了、
+    服务却一直闲不下来，是个错误。"""
     deadline = time.monotonic() + timeout
     while True:
         text = _read_metrics(base)
@@ -374,9 +392,8 @@ def run_chat_clients(
         "tokens_read": {"min": min(read), "max": max(read), "sum": sum(read)},
         "peak_running": int(peak.get("running", 0)),
         "peak_waiting": int(peak.get("waiting", 0)),
-        "tokens_sampled": after["sampled"] - before["sampled"],
-        # 这一轮里服务现编译的 kernel：一次就是几百毫秒的停顿，TTFT、TPOT 的 p99 会看得见
-        "triton_compiles": after["triton_compiles"] - before["triton_compiles"],
+        "tokens_sampled": int(after["sampled"] - before["sampled"]),
+        **_server_side(before, after),
     }
 
 

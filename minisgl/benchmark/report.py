@@ -223,16 +223,20 @@ def _online(o: dict[str, Any]) -> list[str]:
         f"{o['max_tokens']} 个输出 token）",
         "",
     ]
-    # 早先的结果没有 TPOT 的下限（tpot_floor_ms）：那时表里就不列这一栏
+    # 早先的结果没有 TPOT 的下限（tpot_floor_ms）、没有调度器等 GPU 的时间（gpu_wait_ms_per_step）：
+    # 那时表里就不列这两栏
     floors = all("tpot_floor_ms" in x for x in o["levels"])
+    waits = all("gpu_wait_ms_per_step" in x for x in o["levels"])
     rows = [
         [str(x["clients"]), str(x["requests"]), *_latency_cells(x),
-         *([f"{x['tpot_floor_ms']:.3f}"] if floors else []), f"{x['latency_p50_s']:.3f}",
-         f"{x['output_tokens_per_s']:,.0f}"]
+         *([f"{x['tpot_floor_ms']:.3f}"] if floors else []),
+         *([_fmt(x["gpu_wait_ms_per_step"], ".3f")] if waits else []),
+         f"{x['latency_p50_s']:.3f}", f"{x['output_tokens_per_s']:,.0f}"]
         for x in o["levels"]
     ]  # fmt: skip
     header = ["并发", "请求数", "TTFT p50 / p99（毫秒）", "TPOT p50 / p99（毫秒）"]
     header += ["TPOT 下限（毫秒）"] if floors else []
+    header += ["调度器每步等 GPU（毫秒）"] if waits else []
     out += _table(header + ["单个请求用时 p50（秒）", "输出 token/s"], rows)
     level = {x["clients"]: x for x in o["levels"]}
     if 1 in level and 8 in level:  # 目标：8 个客户端的 TPOT 不超过 1 个的 1.1 倍

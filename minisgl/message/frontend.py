@@ -70,6 +70,8 @@ class SchedulerStats(BaseFrontendMsg):
     # >> ch19
     sampled: int = 0  # 开服以来采样出的 token 数：GPU 真正算过的，客户端不一定都收到（第 19 章）
     triton_compiles: int = 0  # 开服以来 Triton 新编译的 kernel 数（第 19 章）
+    steps: int = 0  # 开服以来前向的步数，prefill 和 decode 都算（第 19 章）
+    gpu_wait_s: float = 0.0  # 开服以来主机等 GPU 算完一步的总时间（秒，重叠调度时；第 19 章）
     # << ch19
 
 

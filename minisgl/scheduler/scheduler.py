@@ -26,6 +26,10 @@ from .utils import PendingReq, SchedReq, TokenOutput
 
 __all__ = ["ForwardOutput", "Scheduler"]
 
+# >> ch19
+import time
+
+# << ch19
 # >> ch11
 from minisgl.env import ENV
 from minisgl.utils import Event, new_event, new_stream, pin_memory, stream_context
@@ -141,6 +145,9 @@ class Scheduler:
         # << ch17
         # >> ch19
         self.stats["sampled"] = 0  # 采样出的 token 数（分块中的请求那一行不算）
+        # 重叠调度时主机等 GPU 算完上一步的时间（微秒）：每步都等得不少，说明 GPU 是瓶颈、主机有
+        # 余裕；几乎不等，说明 GPU 算完了在等主机发下一步
+        self.stats["gpu_wait_us"] = 0
         from minisgl.kernel.compiles import watch_triton_compiles
 
         # 服务中途 Triton 现编译一个 kernel，那一步就慢几百毫秒：数出来报进 /metrics，日志写明是
@@ -432,7 +439,13 @@ class Scheduler:
         outputs: list[TokenOutput] = []
         # >> ch11
         if output.copy_done is not None:
+            # >> ch19
+            start = time.perf_counter()
+            # << ch19
             output.copy_done.synchronize()
+            # >> ch19
+            self.stats["gpu_wait_us"] += round((time.perf_counter() - start) * 1e6)
+            # << ch19
         # << ch11
         tokens = output.next_tokens.tolist()
         for req, token in zip(output.batch.reqs, tokens):

@@ -39,6 +39,8 @@ def snapshot(scheduler: Scheduler) -> SchedulerStats:
         # >> ch19
         sampled=scheduler.stats["sampled"],
         triton_compiles=scheduler.stats["triton_compiles"],
+        steps=scheduler.stats["prefill_steps"] + scheduler.stats["decode_steps"],
+        gpu_wait_s=scheduler.stats["gpu_wait_us"] / 1e6,
         # << ch19
     )
 

@@ -86,6 +86,11 @@ _SCHEDULER_METRICS = {
         "triton_compiles_total",
         "rank 0 的调度进程里 Triton 新编译的 kernel 数：服务中途编译一次，那一步慢几百毫秒。",
     ),
+    "steps": ("scheduler_steps_total", "调度器前向的步数，prefill 和 decode 都算。"),
+    "gpu_wait_s": (
+        "scheduler_gpu_wait_seconds_total",
+        "重叠调度时主机等 GPU 算完一步的总秒数：除以步数，每步等得多是 GPU 忙，几乎不等是主机慢。",
+    ),
     # << ch19
 }
 
