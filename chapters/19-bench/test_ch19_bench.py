@@ -403,22 +403,27 @@ def test_scheduler_counts_time_waiting_for_the_device(
 ) -> None:
     """重叠调度时，处理一步的结果之前要等那一步的 token 拷回主机：等的时间记进账目
     （``gpu_wait_us``），``/metrics`` 里是秒数的 counter，连同前向的步数。CPU 上的事件不用等，
-    这里换成每次等 2 毫秒的假事件：每处理一步都记下了至少 2 毫秒，处理的正是走过的每一步。"""
+    这里让每次等待多等 2 毫秒：每处理一步都记下了至少 2 毫秒，处理的正是走过的每一步。"""
     from minisgl.scheduler import scheduler as scheduler_module
     from minisgl.scheduler.stats import snapshot
     from minisgl.server.metrics import Metrics
 
     waits: list[int] = []
+    new_event = scheduler_module.new_event
 
-    class SlowEvent:
+    class SlowEvent:  # 照常等真的事件（GPU 上拷贝要真的完成），再多等 2 毫秒
+        def __init__(self, device: Any) -> None:
+            self.event = new_event(device)
+
         def record(self) -> None:
-            pass
+            self.event.record()
 
         def synchronize(self) -> None:
+            self.event.synchronize()
             waits.append(1)
             time.sleep(0.002)
 
-    monkeypatch.setattr(scheduler_module, "new_event", lambda device: SlowEvent())
+    monkeypatch.setattr(scheduler_module, "new_event", SlowEvent)
     llm = _tiny_llm(tiny_model, overlap=True)
     stats = llm.scheduler.stats
     assert stats["gpu_wait_us"] == 0
