@@ -847,7 +847,7 @@ def test_idle_gaps_list_the_idle_stretches_and_who_was_busy_on_the_host() -> Non
     assert idle_gaps([(0, 10)], [], (0, 10), min_us=1) == []
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="CPU 上的孪生：上面的 idle_gaps 测试")
+@pytest.mark.skipif(not DEVICE.startswith("cuda"), reason="CPU 上的孪生：上面的 idle_gaps 测试")
 def test_profile_region_sees_the_host_function_behind_a_gpu_gap() -> None:
     """GPU 上：两个 kernel 之间主机在一个包上的函数里停 20 毫秒，空隙里看得见这个函数。"""
     from minisgl.benchmark.profile import profile_region
