@@ -10,8 +10,7 @@ SiLU-mul 那个 kernel 的参数，或者把它拆回 GEMV 和 SiLU-mul 两个 k
 时），或者让写 KV 离开 q/k 的归一化和 RoPE 那个 kernel、自己一个 kernel，或者改按行处理的 kernel
 每个程序读多少个数（``ROW_ELEMENTS``）、合并部分和的 kernel 每个程序算几个输出，或者换用另一个
 文件里的 decode 注意力 kernel（``--attention-from``，比如别的版本的 ``triton_kernels.py``：
-``git show REV:路径 > 文件``），或者几行时把几个投影换成程序内切 K 的 kernel
-（``linear_in_program.py``）。
+``git show REV:路径 > 文件``）。
 几组参数按"去一遍、回一遍"的顺序各量两次，抵消机器随时间的漂移；``--context`` 换每个请求的
 上下文长度（默认 512）::
 
@@ -34,8 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from linear_in_program import CONFIGS as IN_PROGRAM  # 同在 tools/
-from linear_in_program import linear_in_program, projection_name
 
 from minisgl.attention import BaseAttnBackend, TritonAttnBackend, triton_attn
 from minisgl.benchmark import offline, save_results
@@ -67,8 +64,6 @@ class Variant:
     row_elements: tuple[tuple[int, int], ...] | None = None
     sum_block: int | None = None  # 合并部分和的 kernel 每个程序算几个输出（``_SUM_BLOCK``）
     attention_from: str | None = None  # decode 注意力的 partial kernel 取自这个文件
-    # 几行时这些投影换成程序内切 K 的 kernel（``linear_in_program.py``，参数取自它的 ``CONFIGS``）
-    in_program: tuple[str, ...] = ()
 
 
 def _attn(
@@ -143,29 +138,7 @@ VARIANTS: dict[str, Variant] = {
     # 合并部分和的 kernel 每个程序少算几个输出、程序多一些（现在 256 个：N = 1024 时每行 4 个程序）
     "sum-128": Variant(sum_block=128),
     "sum-64": Variant(sum_block=64),
-    # 几行时在一个程序里切 K、不再启动合并的 kernel：只换 qkv（单独计时时只有它更快），或者四个都换
-    "in-program-qkv": Variant(in_program=("qkv",)),
-    "in-program-all": Variant(in_program=("qkv", "o_proj", "gate_up", "down")),
 }
-
-
-def _in_program(names: tuple[str, ...], linear: Any, fused: Any) -> tuple[Any, Any]:
-    """几行时 ``names`` 里的投影交给 ``linear_in_program``，别的照旧。"""
-
-    def linear_small_m(
-        x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, config: Any = None
-    ) -> torch.Tensor:
-        name = projection_name(weight)
-        if x.shape[0] > 1 and bias is None and config is None and name in names:
-            return linear_in_program(x, weight, IN_PROGRAM[name])
-        return linear(x, weight, bias, config)
-
-    def linear_silu_and_mul(x: torch.Tensor, weight: torch.Tensor, config: Any = None) -> Any:
-        if x.shape[0] > 1 and config is None and "gate_up" in names:
-            return linear_in_program(x, weight, IN_PROGRAM["gate_up"], silu=True)
-        return fused(x, weight, config)
-
-    return linear_small_m, linear_silu_and_mul
 
 
 def _silu_apart(rows: int, fused: Any) -> Any:
@@ -198,7 +171,6 @@ def patched(variant: Variant) -> Iterator[None]:
     store_inside = TritonAttnBackend.forward_norm_rope
     partial = triton_attn._decode_partial_kernel
     row_elements, sum_block = ops.triton_ops.ROW_ELEMENTS, triton_linear._SUM_BLOCK
-    small_m, small_m_silu = triton_linear.linear_small_m, triton_linear.linear_silu_and_mul
 
     def decode_tiles(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
         programs = bs * num_kv_heads
@@ -226,10 +198,6 @@ def patched(variant: Variant) -> Iterator[None]:
         triton_attn._decode_partial_kernel = load_attention_kernel(variant.attention_from)
     ops.triton_ops.ROW_ELEMENTS = variant.row_elements or row_elements
     triton_linear._SUM_BLOCK = variant.sum_block or sum_block
-    if variant.in_program:
-        triton_linear.linear_small_m, triton_linear.linear_silu_and_mul = _in_program(
-            variant.in_program, small_m, small_m_silu
-        )
     try:
         yield
     finally:
@@ -238,7 +206,6 @@ def patched(variant: Variant) -> Iterator[None]:
         model_utils.linear_silu_and_mul, triton_linear.SILU_CONFIG = fused, silu_config
         TritonAttnBackend.forward_norm_rope = store_inside  # type: ignore[method-assign]
         triton_attn._decode_partial_kernel = partial
-        triton_linear.linear_small_m, triton_linear.linear_silu_and_mul = small_m, small_m_silu
 
 
 def run(

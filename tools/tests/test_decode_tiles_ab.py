@@ -12,7 +12,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import decode_tiles_ab  # noqa: E402
-from linear_in_program import PROJECTIONS  # noqa: E402
 
 from minisgl.utils import pick_device  # noqa: E402
 
@@ -212,44 +211,3 @@ def test_attention_from_adds_its_variant_to_the_run(
     ms = json.loads(out.read_text())["ms_per_step"]
     assert set(ms) == {"now", "attention-from-file"} and all(len(r) == 2 for r in ms.values())
     assert triton_attn._decode_partial_kernel.fn.__module__ == "minisgl.attention.triton_kernels"
-
-
-def test_in_program_variants_route_only_several_rows_of_the_named_projections(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """ "in-program-qkv" 只把几行的 qkv 交给 ``linear_in_program``，"in-program-all" 四个投影都交
-    （gate_up 连着 SiLU-mul）；一行的、别的形状照旧。退出时换回原来的函数。"""
-    linear = decode_tiles_ab.triton_linear
-    calls: list[tuple[object, ...]] = []
-    monkeypatch.setattr(
-        linear, "linear_small_m", lambda x, w, b=None, c=None: calls.append(("now", x.shape[0]))
-    )
-    monkeypatch.setattr(
-        linear, "linear_silu_and_mul", lambda x, w, c=None: calls.append(("now", x.shape[0]))
-    )
-    monkeypatch.setattr(
-        decode_tiles_ab,
-        "linear_in_program",
-        lambda x, w, cfg, silu=False: calls.append(("in", x.shape[0], cfg, silu)),
-    )
-    small_m, fused = linear.linear_small_m, linear.linear_silu_and_mul
-    configs = decode_tiles_ab.IN_PROGRAM
-    for name, routed in (("in-program-qkv", {"qkv"}), ("in-program-all", set(configs))):
-        for projection, (n, k) in PROJECTIONS.items():
-            for m in (1, 8):
-                calls.clear()
-                x, w = torch.empty(m, k), torch.empty(n, k)
-                with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS[name]):
-                    if projection == "gate_up":
-                        linear.linear_silu_and_mul(x, w)
-                    else:
-                        linear.linear_small_m(x, w)
-                if m > 1 and projection in routed:
-                    cfg = configs[projection]
-                    assert calls == [("in", m, cfg, projection == "gate_up")]
-                else:
-                    assert calls == [("now", m)]
-        with decode_tiles_ab.patched(decode_tiles_ab.VARIANTS[name]):
-            linear.linear_small_m(torch.empty(8, 1024), torch.empty(151936, 1024))  # lm_head
-        assert calls[-1] == ("now", 8)
-    assert (linear.linear_small_m, linear.linear_silu_and_mul) == (small_m, fused)
