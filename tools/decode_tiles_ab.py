@@ -112,7 +112,7 @@ VARIANTS: dict[str, Variant] = {
         rows_narrow=LinearConfig(32, 512, 4, 8, 2, dot=True),
     ),
     # 几行时每个程序只读一块 K：现在 down（K = 3072）最多切 4 段，一段 1,024 个元素、一块 512 个，
-    # 每个程序读两块（sm_90 的机器码只用 1 KB 共享内存，看不出两块的读有流水）。切 6 段、每段
+    # 每个程序读两块（共享内存只够放一块 W 加一块 x，两块的读没有流水）。切 6 段、每段
     # 一块（一块 512 个；o_proj 仍是 4 段），或者一块 256 个（o_proj 8 段、down 12 段，不溢出）
     "rows-narrow-6s": Variant(rows_narrow=LinearConfig(32, 512, 6, 4, 2, dot=True)),
     "rows-narrow-256k": Variant(rows_narrow=LinearConfig(32, 256, 12, 4, 2, dot=True)),
