@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -155,12 +156,27 @@ def test_a_bad_prompt_leaves_nothing_queued(make_llm: Callable[..., LLM], tiny_m
     for bad in ([1.0, 2.7], [True, 5], [[1, 2]]):
         with pytest.raises(TypeError, match="flat list of int"):
             llm.generate([PROMPTS[0], bad])  # type: ignore[list-item]
-    with pytest.raises(ValueError, match="int32"):
-        llm.generate([[2**32 + 5]])
+    for bad in ([2**32 + 5], [-(2**31) - 1], [2**70]):
+        with pytest.raises(ValueError, match="int32"):
+            llm.generate([PROMPTS[0], bad])
     assert not llm.scheduler.has_work
     outs = llm.generate([PROMPTS[0]], SamplingParams(max_tokens=3, ignore_eos=True))
     assert [len(o.token_ids) for o in outs] == [3]
     assert llm.scheduler.table.num_free == llm.scheduler.table.num_rows
+
+
+def test_int_like_prompts_give_the_same_tokens(
+    make_llm: Callable[..., LLM], tiny_model: Path
+) -> None:
+    """一列 Python 整数走快的那条路（numpy 一次转完），numpy 的整数、张量拆成的元素走 torch 推断的
+    那条路：同一个提示，生成的 token 一样。"""
+    llm = make_llm(tiny_model)
+    ids = PROMPTS[1]
+    forms = [ids, list(np.array(ids)), list(torch.tensor(ids)), torch.tensor(ids).tolist()]
+    outs = llm.generate(forms, SamplingParams(max_tokens=4, ignore_eos=True))
+    assert [o.prompt_ids for o in outs][0] == ids
+    assert len({tuple(o.token_ids) for o in outs}) == 1 and len(outs[0].token_ids) == 4
+    llm.shutdown()
 
 
 def test_generate_after_shutdown_says_so(make_llm: Callable[..., LLM], tiny_model: Path) -> None:
