@@ -7,8 +7,9 @@
 读进寄存器就算，不落地。页表存的是槽位而不是页号，所以 kernel 根本不需要知道页大小。
 
 - ``extend_attention``（prefill / extend，一批里长短不一、可以带缓存的前缀）：一个请求的新 token
-  按 BLOCK_M 分块，每个程序拿一个请求在一个 q 头上的一块 q，沿 K/V 方向按 BLOCK_N 分块扫过去，
-  用 online softmax（随时维护行最大值 m、分母 l、加权和 acc）一边读一边累加；因果掩码按**位置**算：
+  按 BLOCK_M 分块，每个程序拿一个请求的一块 q、在一个 KV 头的整组 q 头上（GQA：K/V 只读一次），
+  沿 K/V 方向按 BLOCK_N 分块扫过去，用 online softmax（随时维护行最大值 m、分母 l、加权和 acc）
+  一边读一边累加；因果掩码按**位置**算：
   位置 ``cached + j`` 的 q 只看位置 ``<= cached + j`` 的 K/V。新 token 的 K/V 已经先写进池子，
   所以前缀和新 token 一视同仁，都从池子里读。
 - ``decode_attention``（每个请求 1 个新 token）：q 只有一行，一个请求一个程序的话，bs=1 时整块 GPU
@@ -76,9 +77,9 @@ NUM_SPLITS = 8  # decode 时每个请求的 K/V 切成几段
 
 
 # >> ch19
-# GPU 上 16 位的 extend 用大一点的 q 块、三级流水：一块 K/V 读进来给 64 行 q 用，读下一块的同时
-# 算这一块（H200 上试过的十组里最快的，64 × 512 个 token 一层 0.48 ms，原来 0.88 ms；见第 19 章）
-EXTEND_TILES_CUDA = {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 3}
+# GPU 上 16 位的 extend：一块 32 个 token，带着整组 q 头（Qwen3-0.6B 一组 2 个，一块 64 行），
+# 三级流水，读下一块 K/V 的同时算这一块（H100 上试过的九组里最快的；见第 19 章第二十九处）
+EXTEND_TILES_CUDA = {"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 4, "num_stages": 3}
 
 
 def decode_tiles_cuda(bs: int, num_kv_heads: int) -> tuple[int, dict[str, int]]:
@@ -156,15 +157,18 @@ def extend_attention(
     开始，页表行号 ``rows[i]``。``work``：``extend_work`` 排好的工作表，``(块数, 2)`` 的 int32，
     按 ``extend_tiles`` 的 ``BLOCK_M`` 切的块。"""
     _, num_q_heads, head_dim = q.shape
+    num_kv_heads = k_pool.shape[1]
+    group = num_q_heads // num_kv_heads
     out = torch.empty_like(q) if out is None else out  # 测试传进一块填满 nan 的：没写到的位置露馅
     tiles = extend_tiles(q.device, q.dtype)
-    grid = (num_q_heads, work.shape[0])  # 每个程序：一个 q 头 × 工作表的一项
+    grid = (num_kv_heads, work.shape[0])  # 每个程序：一个 KV 头（带着它的整组 q 头）× 工作表的一项
     _extend_kernel[grid](
         q, k_pool, v_pool, out, page_table, rows, cu_q, cached, work,
         q.stride(0), q.stride(1), k_pool.stride(0), k_pool.stride(1),
         out.stride(0), out.stride(1), page_table.stride(0),
-        1.0 / math.sqrt(head_dim),
-        GROUP=num_q_heads // k_pool.shape[1], D=head_dim, IEEE=_ieee(q.dtype), **tiles,
+        math.log2(math.e) / math.sqrt(head_dim),  # kernel 里用 exp2：缩放里先乘上 log2(e)
+        GROUP=group, GROUP_PAD=triton.next_power_of_2(group), D=head_dim, IEEE=_ieee(q.dtype),
+        **tiles,
     )  # fmt: skip
     return out
 

@@ -46,11 +46,15 @@ def _prefetch_first_block(
 @triton.jit
 def _extend_step(
     acc, l_i, m_i, q, K, V, PT, row, kvh, n, kv_end, pos_q,
-    stride_kt, stride_kh, stride_pt, sm_scale,
+    stride_kt, stride_kh, stride_pt, qk_scale,
     D: tl.constexpr, BLOCK_N: tl.constexpr, IEEE: tl.constexpr, MASKED: tl.constexpr,
 ):  # fmt: skip
     """online softmax 的一步：读第 ``n`` 个 token 起的一块 K/V，更新 (acc, l, m)。
-    ``MASKED`` 为 False 的块整块都看得见，省掉掩码的比较和 where。"""
+    ``MASKED`` 为 False 的块整块都看得见，省掉掩码的比较和 where。
+
+    分数按以 2 为底算：``qk_scale`` 里已经乘了 log2(e)，``exp2(s - m)`` 就是原来的
+    ``exp(s·scale - m')``，``m``、``l`` 也都是这个底下的，最后的 ``acc / l`` 不变。
+    ``exp2`` 是一条硬件指令，``exp`` 还要先乘一次 log2(e)。"""
     offs_d = tl.arange(0, D)
     offs_n = n + tl.arange(0, BLOCK_N)
     n_mask = offs_n < kv_end
@@ -61,7 +65,7 @@ def _extend_step(
         s = tl.dot(q, tl.trans(k), input_precision="ieee")
     else:
         s = tl.dot(q, tl.trans(k))
-    s = s * sm_scale
+    s = s * qk_scale
     if MASKED:
         visible = (offs_n[None, :] <= pos_q[:, None]) & n_mask[None, :]
         s = tl.where(visible, s, float("-inf"))
@@ -69,8 +73,8 @@ def _extend_step(
     # 防御：一整行都看不到时 m_new 还是 -inf，用 0 代替免得 nan（实际不会发生：位置 0
     # 对每个 q 都可见，第一块就让 m_new 有限）
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    p = tl.exp(s - m_safe[:, None])
-    alpha = tl.exp(m_i - m_safe)
+    p = tl.math.exp2(s - m_safe[:, None])
+    alpha = tl.math.exp2(m_i - m_safe)
     v = tl.load(V + kv_offs, mask=n_mask[:, None], other=0.0)
     l_i = l_i * alpha + tl.sum(p, 1)
     if IEEE:
@@ -84,14 +88,14 @@ def _extend_step(
 def _extend_kernel(
     Q, K, V, OUT, PT, ROWS, CU_Q, CACHED, WORK,
     stride_qt, stride_qh, stride_kt, stride_kh, stride_ot, stride_oh, stride_pt,
-    sm_scale,
-    GROUP: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    IEEE: tl.constexpr,
+    qk_scale,
+    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, IEEE: tl.constexpr,
 ):  # fmt: skip
-    # 网格是 (q 头数, 工作表的长度)：工作表第 i 项是 (请求, q 块)，主机排好了先后（最重的在前）。
-    # 头是网格的第一维：先发出的是第 0 项的所有头，然后是第 1 项的……整张网格都是重的在前，
-    # 共用一个 KV 头的几个 q 头挨着算，读的是同一块 K/V
-    h = tl.program_id(0)
+    # 网格是 (KV 头数, 工作表的长度)：工作表第 i 项是 (请求, q 块)，主机排好了先后（最重的在前）。
+    # 一个程序带着共用这个 KV 头的整组 q 头（GQA）：读进来的每块 K/V 给 GROUP × BLOCK_M 行 q 用，
+    # 只读一次。第 r 行是组里第 r // BLOCK_M 个头、这一块里第 r % BLOCK_M 个 token
+    kvh = tl.program_id(0)
     b = tl.load(WORK + 2 * tl.program_id(1))
     mb = tl.load(WORK + 2 * tl.program_id(1) + 1)
     q_start = tl.load(CU_Q + b)
@@ -102,17 +106,19 @@ def _extend_kernel(
     # << ch19
     cached = tl.load(CACHED + b)
     row = tl.load(ROWS + b).to(tl.int64)
-    kvh = h // GROUP
-    offs_m = mb * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_r = tl.arange(0, GROUP_PAD * BLOCK_M)
+    g = offs_r // BLOCK_M  # 组里第几个头；GROUP 不是 2 的幂时补出来的头不读不写
+    offs_m = mb * BLOCK_M + offs_r % BLOCK_M
     offs_d = tl.arange(0, D)
-    m_mask = offs_m < extend_len
+    r_mask = (offs_m < extend_len) & (g < GROUP)
     tok = (q_start + offs_m).to(tl.int64)
-    q_ptrs = Q + tok[:, None] * stride_qt + h * stride_qh + offs_d[None, :]
-    q = tl.load(q_ptrs, mask=m_mask[:, None])
+    heads = kvh * GROUP + g
+    q_ptrs = Q + tok[:, None] * stride_qt + heads[:, None] * stride_qh + offs_d[None, :]
+    q = tl.load(q_ptrs, mask=r_mask[:, None], other=0.0)
     pos_q = cached + offs_m  # 每个 q 的位置：能看到位置 0..pos_q 的 K/V
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    m_i = tl.full([GROUP_PAD * BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([GROUP_PAD * BLOCK_M], tl.float32)
+    acc = tl.zeros([GROUP_PAD * BLOCK_M, D], tl.float32)
     kv_end = tl.minimum(cached + extend_len, cached + (mb + 1) * BLOCK_M)
     # 位置小于这块 q 里最小位置的 K/V，块里每个 q 都看得见：这些块不用掩码。
     # 剩下的（对角线附近、末尾不满的）才逐个比较位置
@@ -120,16 +126,16 @@ def _extend_kernel(
     for n in range(0, full_end, BLOCK_N):
         acc, l_i, m_i = _extend_step(
             acc, l_i, m_i, q, K, V, PT, row, kvh, n, kv_end, pos_q,
-            stride_kt, stride_kh, stride_pt, sm_scale, D, BLOCK_N, IEEE, False,
+            stride_kt, stride_kh, stride_pt, qk_scale, D, BLOCK_N, IEEE, False,
         )  # fmt: skip
     for n in range(full_end, kv_end, BLOCK_N):
         acc, l_i, m_i = _extend_step(
             acc, l_i, m_i, q, K, V, PT, row, kvh, n, kv_end, pos_q,
-            stride_kt, stride_kh, stride_pt, sm_scale, D, BLOCK_N, IEEE, True,
+            stride_kt, stride_kh, stride_pt, qk_scale, D, BLOCK_N, IEEE, True,
         )  # fmt: skip
     out = acc / l_i[:, None]
-    tl.store(OUT + tok[:, None] * stride_ot + h * stride_oh + offs_d[None, :],
-             out.to(OUT.dtype.element_ty), mask=m_mask[:, None])  # fmt: skip
+    tl.store(OUT + tok[:, None] * stride_ot + heads[:, None] * stride_oh + offs_d[None, :],
+             out.to(OUT.dtype.element_ty), mask=r_mask[:, None])  # fmt: skip
 
 
 @triton.jit
