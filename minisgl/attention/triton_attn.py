@@ -78,7 +78,8 @@ NUM_SPLITS = 8  # decode 时每个请求的 K/V 切成几段
 
 # >> ch19
 # GPU 上 16 位的 extend：一块 32 个 token，带着整组 q 头（Qwen3-0.6B 一组 2 个，一块 64 行），
-# 三级流水，读下一块 K/V 的同时算这一块（H100 上试过的九组里最快的；见第 19 章第二十九处）
+# 三级流水，读下一块 K/V 的同时算这一块（H100 上试过九组，四种批次里三种是它最快；见第 19 章
+# 第二十九处）
 EXTEND_TILES_CUDA = {"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 4, "num_stages": 3}
 
 
